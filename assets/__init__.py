@@ -1,0 +1,1 @@
+"""Dagster definitions of the medhelm data build (thin: the work is in `medhelm_core`)."""

@@ -1,0 +1,155 @@
+"""`medhelm-run` and `medhelm-summarize`: HELM's command lines, executed as Dagster materializations
+of the same assets the UI shows (not a second code path)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+from medhelm_core.registry import MedhelmError
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+
+
+def dagster_instance(output_path: str):
+    """DAGSTER_HOME when set (so `dagster dev` shows these runs), else `<output-path>/.dagster_home`."""
+    import dagster as dg
+
+    home = Path(os.environ.get("DAGSTER_HOME") or Path(output_path) / ".dagster_home").absolute()
+    home.mkdir(parents=True, exist_ok=True)
+    cfg = home / "dagster.yaml"
+    if not cfg.exists():
+        cfg.write_text("telemetry:\n  enabled: false\n")
+    os.environ["DAGSTER_HOME"] = str(home)
+    return dg.DagsterInstance.get()
+
+
+def _user_error(exc: BaseException) -> BaseException:
+    """Unwrap Dagster's step errors down to the error our code raised."""
+    seen = exc
+    while True:
+        inner = getattr(seen, "user_exception", None) or seen.__cause__
+        if inner is None or inner is seen:
+            return seen
+        seen = inner
+
+
+def run_main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="medhelm-run", description="Run MedHELM run entries (as helm-run does).")
+    parser.add_argument("--conf-paths", nargs="+", required=True, help="HELM run-entry .conf files")
+    parser.add_argument("--suite", required=True, help="name of this set of runs")
+    parser.add_argument("--max-eval-instances", type=int, required=True)
+    parser.add_argument("--num-train-trials", type=int, default=1)
+    parser.add_argument("--priority", type=int, default=None, help="run entries with priority <= this")
+    parser.add_argument("--models-to-run", nargs="+", default=None)
+    parser.add_argument("--output-path", "-o", default="benchmark_output")
+    parser.add_argument("--local-path", default="prod_env", help="HELM prod_env (model_deployments.yaml, credentials.conf)")
+    parser.add_argument("--num-threads", "-n", type=int, default=8)
+    parser.add_argument("--dry-run", action="store_true", help="print the run names and run nothing")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    try:
+        return _run(args)
+    except MedhelmError as e:
+        print(f"medhelm-run: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    from medhelm_core import pipeline
+    from medhelm_core.conf.expand import expand_confs
+
+    ws = pipeline.Workspace(args.output_path, args.local_path, num_threads=args.num_threads)
+    entries = expand_confs(args.conf_paths, max_eval_instances=args.max_eval_instances,
+                                num_train_trials=args.num_train_trials, priority=args.priority,
+                                models_to_run=args.models_to_run, local_path=args.local_path)
+    if args.dry_run:
+        for _, spec in entries:
+            print(spec["name"])
+        return 0
+    pipeline.validate_runs(ws, entries)
+
+    import dagster as dg
+
+    from assets.partitions import runs_partitions
+    from assets.pipeline import PER_RUN_ASSETS, run_entries
+    from assets.resources import MedhelmResource
+
+    instance = dagster_instance(args.output_path)
+    resources = {"medhelm": MedhelmResource(output_path=str(args.output_path), local_path=str(args.local_path),
+                                            num_threads=args.num_threads)}
+    config = {"conf_paths": list(args.conf_paths), "suite": args.suite,
+              "max_eval_instances": args.max_eval_instances, "num_train_trials": args.num_train_trials,
+              "priority": args.priority, "models_to_run": args.models_to_run}
+    dg.materialize([run_entries], instance=instance, resources=resources,
+                   run_config={"ops": {"run_entries": {"config": config}}, **QUIET})
+    failures = []
+    runs = [pipeline.RunRef(args.suite, spec["name"]) for _, spec in entries]
+    for i, run in enumerate(runs, 1):
+        start = time.time()
+        try:
+            dg.materialize(PER_RUN_ASSETS, instance=instance, resources=resources,
+                           partition_key=run.partition_key, run_config=QUIET)
+            print(f"[{i}/{len(runs)}] {run.run_name} ({time.time() - start:.1f}s)", file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - report every failed run, as helm-run does, then exit non-zero
+            err = _user_error(e)
+            failures.append(f"{run.run_name}: {err}")
+            print(f"[{i}/{len(runs)}] FAILED {run.run_name}: {err}", file=sys.stderr)
+    if failures:
+        print(f"medhelm-run: error: {len(failures)} of {len(runs)} runs failed", file=sys.stderr)
+        return 1
+    assert runs_partitions  # partitions were registered by run_entries
+    return 0
+
+
+def summarize_main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="medhelm-summarize",
+                                     description="Build the leaderboard tables (as helm-summarize does).")
+    parser.add_argument("--schema", "--schema-path", dest="schema_path", default=None)
+    parser.add_argument("--suite", default=None)
+    parser.add_argument("--suites", nargs="+", default=None)
+    parser.add_argument("--release", default=None)
+    parser.add_argument("--output-path", "-o", default="benchmark_output")
+    parser.add_argument("--local-path", default="prod_env")
+    parser.add_argument("--auto-generate-schema", action="store_true")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    if bool(args.release) != bool(args.suites) or (args.suite and args.release):
+        parser.error("use --suite S, or --release R --suites S1 S2 ...")
+    if not args.suite and not args.release:
+        args.suite = "default"
+    if not args.schema_path and not args.auto_generate_schema:
+        args.schema_path = str(Path(__file__).resolve().parent.parent / "schema" / "schema_medhelm.yaml")
+    try:
+        return _summarize(args)
+    except MedhelmError as e:
+        print(f"medhelm-summarize: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _summarize(args) -> int:
+    import dagster as dg
+
+    from assets.definitions import SUMMARY_ASSETS
+    from assets.resources import MedhelmResource
+
+    instance = dagster_instance(args.output_path)
+    resources = {"medhelm": MedhelmResource(output_path=str(args.output_path), local_path=str(args.local_path))}
+    config = {"suite": args.suite, "suites": args.suites, "release": args.release,
+              "schema_path": args.schema_path, "auto_generate_schema": args.auto_generate_schema}
+    try:
+        dg.materialize(SUMMARY_ASSETS, instance=instance, resources=resources,
+                       run_config={"ops": {"summarize_target": {"config": config}}, **QUIET})
+    except MedhelmError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        err = _user_error(e)
+        if isinstance(err, MedhelmError):
+            raise err from None
+        raise
+    target = f"releases/{args.release}" if args.release else f"runs/{args.suite}"
+    print(f"wrote {Path(args.output_path) / target}", file=sys.stderr)
+    return 0

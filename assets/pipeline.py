@@ -1,0 +1,105 @@
+"""Per-run layers as partitioned assets: datasets → requests → completions → annotations →
+instance_stats / run_stats → HELM run files. Each asset calls one `medhelm_core.pipeline` step."""
+from __future__ import annotations
+
+import dagster as dg
+
+from assets.partitions import runs_partitions
+from assets.resources import MedhelmResource
+from medhelm_core import pipeline
+from medhelm_core.pipeline import RunRef
+
+
+class RunEntriesConfig(dg.Config):
+    """helm-run's selection: which confs, which suite, how many instances."""
+
+    conf_paths: list[str] = ["conf/example.conf"]
+    suite: str = "example"
+    max_eval_instances: int = 10
+    num_train_trials: int = 1
+    priority: int | None = None
+    models_to_run: list[str] | None = None
+
+
+@dg.asset(group_name="conf", kinds={"duckdb"},
+          description="The run entries a suite asks for (HELM .conf files expanded into run specs).")
+def run_entries(context: dg.AssetExecutionContext, config: RunEntriesConfig,
+                medhelm: MedhelmResource) -> dg.MaterializeResult:
+    from medhelm_core.conf.expand import expand_confs
+
+    ws = medhelm.workspace()
+    entries = expand_confs(config.conf_paths, max_eval_instances=config.max_eval_instances,
+                                num_train_trials=config.num_train_trials, priority=config.priority,
+                                models_to_run=config.models_to_run, local_path=ws.local_path)
+    runs = pipeline.register_runs(ws, config.suite, entries)
+    keys = [r.partition_key for r in runs]
+    context.instance.add_dynamic_partitions(runs_partitions.name, keys)
+    return dg.MaterializeResult(metadata={"suite": config.suite, "runs": len(runs),
+                                          "partitions": dg.MetadataValue.md("\n".join(f"- `{k}`" for k in keys))})
+
+
+def _run(context: dg.AssetExecutionContext) -> RunRef:
+    return RunRef.from_partition_key(context.partition_key)
+
+
+@dg.asset(group_name="datasets", partitions_def=runs_partitions, kinds={"duckdb"}, deps=[run_entries],
+          description="The scenario's instances (ids as HELM assigns them); rebuilt only when the scenario "
+                      "spec or the bytes of its data files change.")
+def datasets(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
+    info = pipeline.build_dataset(medhelm.workspace(), _run(context))
+    return dg.MaterializeResult(
+        metadata={"dagster/row_count": info["num_instances"], "tier": info["tier"],
+                  "content_hash": info["content_hash"], "rebuilt": info["built"]},
+        data_version=dg.DataVersion(info["scenario_key"]))
+
+
+@dg.asset(group_name="requests", partitions_def=runs_partitions, kinds={"duckdb"}, deps=[datasets],
+          description="Prompts sent to the model: seed-0 sampling over valid+test, HELM's prompt layout.")
+def requests(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
+    info = pipeline.build_requests(medhelm.workspace(), _run(context))
+    return dg.MaterializeResult(metadata={"dagster/row_count": info["num_requests"]},
+                                data_version=dg.DataVersion(info["digest"]))
+
+
+@dg.asset(group_name="completions", partitions_def=runs_partitions, kinds={"openai", "duckdb"}, deps=[requests],
+          pool="llm_api",
+          description="Model answers, content-addressed by (deployment, request): only missing ones are requested.")
+def completions(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
+    report = pipeline.run_completions(medhelm.workspace(), _run(context))
+    return dg.MaterializeResult(metadata={"new": report.new, "reused": report.reused, "failed": report.failed,
+                                          "retries": report.retries, "seconds": round(report.seconds, 3)})
+
+
+@dg.asset(group_name="annotations", partitions_def=runs_partitions, kinds={"openai", "duckdb"},
+          deps=[completions], pool="llm_api",
+          description="LLM-jury annotations as HELM stores them, and a verdict per judge with an explicit status.")
+def annotations(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
+    info = pipeline.run_annotations(medhelm.workspace(), _run(context))
+    return dg.MaterializeResult(metadata={"annotated": info["annotated"], "judge_calls_new": info["judge_calls_new"],
+                                          "judge_calls_reused": info["judge_calls_reused"],
+                                          "verdicts": dg.MetadataValue.json(info["statuses"])})
+
+
+@dg.multi_asset(
+    specs=[dg.AssetSpec("instance_stats", group_name="scores", kinds={"duckdb"}, deps=[annotations],
+                        partitions_def=runs_partitions,
+                        description="Per-instance stats (HELM's per_instance_stats.json) and jury scores."),
+           dg.AssetSpec("run_stats", group_name="scores", kinds={"duckdb"}, deps=[annotations],
+                        partitions_def=runs_partitions,
+                        description="Run-level stats as HELM aggregates them (stats.json).")],
+    partitions_def=runs_partitions,
+)
+def scores(context: dg.AssetExecutionContext, medhelm: MedhelmResource):
+    ws = medhelm.workspace()
+    run = _run(context)
+    computed = pipeline.compute_stats(ws, run)
+    directory = pipeline.write_files(ws, run, computed)
+    yield dg.MaterializeResult(asset_key="instance_stats",
+                               metadata={"dagster/row_count": computed["per_instance_rows"],
+                                         "instances": computed["instances"]})
+    yield dg.MaterializeResult(asset_key="run_stats",
+                               metadata={"dagster/row_count": computed["run_stats"],
+                                         "helm_files": dg.MetadataValue.path(str(directory))})
+
+
+PER_RUN_ASSETS = [datasets, requests, completions, annotations, scores]

@@ -1,0 +1,82 @@
+"""Builders for the metric-spec bundles HELM's MedHELM run specs use (`common_metric_specs.py`).
+
+Class names and metric names: medhelm_core/benchmarks/metric_bundles.yaml.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from medhelm_core.helm_types import metric_spec
+from medhelm_core.scenarios._common import literal
+
+# HELM evaluates `helm.common.gpu_utils.get_torch_device_name()` when it builds the RunSpec:
+# "cuda" iff torch sees a GPU. We never run with CUDA, so every SummarizationMetric spec records
+# "cpu" (which also means HELM's SummarizationMetric computes no BERTScore/SummaC stats).
+TORCH_DEVICE = "cpu"
+
+_NO_DEFAULT = object()
+
+
+def _text() -> dict[str, Any]:
+    return literal("metric_bundles")
+
+
+def _cls(key: str) -> str:
+    return _text()["classes"][key]
+
+
+def basic_generation_metric_specs(names: list[str]) -> list[dict[str, Any]]:
+    return [metric_spec(_cls("basic_generation"), {"names": list(names)})]
+
+
+def basic_reference_metric_specs() -> list[dict[str, Any]]:
+    return [metric_spec(_cls("basic_reference"), {})]
+
+
+def generic_metric_specs() -> list[dict[str, Any]]:
+    return [metric_spec(_cls("instances_per_split"), {})]
+
+
+def basic_metric_specs(names: list[str]) -> list[dict[str, Any]]:
+    """HELM `get_basic_metric_specs(names)`."""
+    return basic_generation_metric_specs(names) + basic_reference_metric_specs() + generic_metric_specs()
+
+
+def exact_match_metric_specs() -> list[dict[str, Any]]:
+    """HELM `get_exact_match_metric_specs()`."""
+    return basic_metric_specs(list(_text()["exact_match_names"]))
+
+
+def summarization_metric_args(task: Any, device: str = TORCH_DEVICE) -> dict[str, Any]:
+    """The `metric_args` dict every MedHELM spec builds for SummarizationMetric (key order as HELM)."""
+    fixed = _text()["summarization"]
+    return {
+        "task": task,
+        "device": device,
+        "bertscore_model": fixed["bertscore_model"],
+        "rescale_with_baseline": fixed["rescale_with_baseline"],
+    }
+
+
+def summarization_metric_specs(args: dict[str, Any]) -> list[dict[str, Any]]:
+    """HELM `get_summarization_metric_specs(args)`: SummarizationMetric + basic([])."""
+    return [metric_spec(_cls("summarization"), dict(args))] + basic_metric_specs([])
+
+
+def llm_jury_metric_spec(
+    metric_name: str,
+    scenario_name: Any,
+    annotator_models: dict[str, dict[str, str]],
+    default_score: Any = _NO_DEFAULT,
+) -> dict[str, Any]:
+    """HELM's LLMJuryMetric spec; `default_score` is recorded only when passed (the configurable
+    benchmark leaves it out, so LLMJuryMetric's own default 0.0 applies)."""
+    args: dict[str, Any] = {
+        "metric_name": metric_name,
+        "scenario_name": scenario_name,
+        "annotator_models": copy.deepcopy(annotator_models),
+    }
+    if default_score is not _NO_DEFAULT:
+        args["default_score"] = default_score
+    return metric_spec(_cls("llm_jury"), args)

@@ -1,0 +1,114 @@
+"""Shared helpers for the scenario modules: literal-text loading, file checks, value normalisation.
+
+The benchmark's literal text (prompt templates, descriptions, names) lives in
+`medhelm_core/benchmarks/*.yaml`; Python here only holds the logic.
+"""
+from __future__ import annotations
+
+import csv
+import functools
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from medhelm_core.registry import MedhelmError
+
+BENCHMARKS_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@functools.cache
+def _load_literal(name: str) -> dict[str, Any]:
+    path = BENCHMARKS_DIR / f"{name}.yaml"
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as e:
+        raise MedhelmError(f"cannot read benchmark text file {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise MedhelmError(f"benchmark text file {path} is not valid YAML: {first_line(e)}") from None
+    if not isinstance(data, dict):
+        raise MedhelmError(f"benchmark text file {path} must hold a mapping")
+    return data
+
+
+def literal(name: str) -> dict[str, Any]:
+    """The parsed `medhelm_core/benchmarks/<name>.yaml` (cached; treat as read-only)."""
+    return _load_literal(name)
+
+
+def first_line(exc: BaseException) -> str:
+    """One-line rendering of an exception, for MedhelmError messages."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def require_arg(args: dict[str, Any], key: str, entry: str) -> Any:
+    if key not in args or args[key] is None:
+        raise MedhelmError(f"{entry}: missing required argument {key!r}")
+    return args[key]
+
+
+def require_path_arg(args: dict[str, Any], key: str, entry: str) -> str:
+    value = require_arg(args, key, entry)
+    if not isinstance(value, str):
+        raise MedhelmError(f"{entry}: {key} must be a path string, got {value!r}")
+    return value
+
+
+def require_file(path: str, entry: str, what: str, detail: str = "") -> None:
+    """HELM's `check_file_exists` (os.path.exists), as a one-line MedhelmError.
+
+    `what` names the run-entry argument (or config field) the path came from, e.g. "data_path".
+    """
+    suffix = f" ({detail})" if detail else ""
+    if not os.path.exists(path):
+        raise MedhelmError(f"{entry}: {what} file not found: {path}{suffix}")
+    if os.path.isdir(path):
+        raise MedhelmError(f"{entry}: {what} is a directory, expected a file: {path}{suffix}")
+
+
+@contextmanager
+def unlimited_csv_fields() -> Iterator[None]:
+    """The SHC scenario modules call `csv.field_size_limit(sys.maxsize)` at import time.
+
+    We raise the limit only while reading (and restore it), instead of changing it process-wide.
+    """
+    old = csv.field_size_limit(sys.maxsize)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(old)
+
+
+def py_value(value: Any) -> Any:
+    """numpy scalars -> the equivalent Python scalar (so instances stay JSON-serialisable).
+
+    Everything else (str, int, float incl. NaN, lists, None) is returned unchanged.
+    """
+    item = getattr(value, "item", None)
+    if item is not None and type(value).__module__ == "numpy":
+        return item()
+    return value
+
+
+def scenario_json(name: Any, description: Any, tags: list[Any], definition_path: str) -> dict[str, Any]:
+    """HELM's scenario.json: the Scenario dataclass fields in declaration order."""
+    return {"name": name, "description": description, "tags": list(tags), "definition_path": definition_path}
+
+
+def read_csv_frame(path: str, entry: str, what: str):
+    """`pandas.read_csv(path)` with HELM's defaults; parse errors become MedhelmError."""
+    import pandas as pd
+
+    try:
+        return pd.read_csv(path)
+    except (ValueError, UnicodeDecodeError, OSError) as e:  # EmptyDataError/ParserError are ValueErrors
+        raise MedhelmError(f"{entry}: cannot parse {what} file {path}: {first_line(e)}") from None
+
+
+def missing_column(entry: str, path: str, column: str) -> MedhelmError:
+    return MedhelmError(f"{entry}: column {column!r} missing in {path}")

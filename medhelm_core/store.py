@@ -1,0 +1,119 @@
+"""The DuckDB file every layer lives in, and the write discipline around it.
+
+DuckDB allows one read-write process at a time, so writers take a file lock and keep their
+connections short. Every per-run layer is replaced inside one transaction (delete the run's
+rows, insert the new ones, commit), so a failure never leaves a half-written run behind.
+Completions are the exception by design: each one is committed as it arrives, content-addressed
+by (deployment, request), so a crash loses nothing and a rerun asks only for what is missing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import duckdb
+import filelock
+
+DB_FILENAME = "medhelm.duckdb"
+
+DDL = [
+    # What each suite asked for: one row per run (HELM run name = run directory name).
+    """CREATE TABLE IF NOT EXISTS run_entries (
+        suite VARCHAR, run_name VARCHAR, description VARCHAR, priority INTEGER, conf_path VARCHAR,
+        tier VARCHAR, scenario_key VARCHAR, model VARCHAR, model_deployment VARCHAR,
+        run_spec JSON, requested_at TIMESTAMP DEFAULT current_timestamp,
+        PRIMARY KEY (suite, run_name))""",
+    # Datasets: the instance list of one scenario spec (class + args + data-file contents).
+    """CREATE TABLE IF NOT EXISTS datasets (
+        scenario_key VARCHAR PRIMARY KEY, class_name VARCHAR, args JSON, tier VARCHAR,
+        content_hash VARCHAR, num_instances INTEGER, scenario JSON, scenario_metadata JSON,
+        built_at TIMESTAMP DEFAULT current_timestamp)""",
+    """CREATE TABLE IF NOT EXISTS instances (
+        scenario_key VARCHAR, position INTEGER, instance_id VARCHAR, split VARCHAR, instance JSON,
+        PRIMARY KEY (scenario_key, position))""",
+    # Requests (prompts) of a run, in HELM's order; request_key addresses the completion.
+    """CREATE TABLE IF NOT EXISTS requests (
+        suite VARCHAR, run_name VARCHAR, position INTEGER, instance_id VARCHAR, split VARCHAR,
+        train_trial_index INTEGER, request_key VARCHAR, model_deployment VARCHAR, prompt VARCHAR,
+        request_state JSON, PRIMARY KEY (suite, run_name, position))""",
+    # Every model or judge answer ever paid for, keyed by sha256(deployment, request).
+    """CREATE TABLE IF NOT EXISTS completions (
+        request_key VARCHAR PRIMARY KEY, model_deployment VARCHAR, model VARCHAR, request JSON,
+        result JSON, success BOOLEAN, attempts INTEGER, completed_at TIMESTAMP DEFAULT current_timestamp)""",
+    """CREATE TABLE IF NOT EXISTS completion_errors (
+        request_key VARCHAR, model_deployment VARCHAR, error VARCHAR, attempts INTEGER,
+        failed_at TIMESTAMP DEFAULT current_timestamp)""",
+    # The jury: HELM's annotation per request state, and an explicit verdict per judge.
+    """CREATE TABLE IF NOT EXISTS annotations (
+        suite VARCHAR, run_name VARCHAR, position INTEGER, instance_id VARCHAR, annotator VARCHAR,
+        annotation JSON, PRIMARY KEY (suite, run_name, position, annotator))""",
+    """CREATE TABLE IF NOT EXISTS judge_verdicts (
+        suite VARCHAR, run_name VARCHAR, position INTEGER, instance_id VARCHAR, annotator VARCHAR,
+        judge VARCHAR, judge_deployment VARCHAR, status VARCHAR, request_key VARCHAR,
+        raw_text VARCHAR, parsed JSON, error VARCHAR,
+        PRIMARY KEY (suite, run_name, position, annotator, judge))""",
+    # Per-instance stats as HELM writes per_instance_stats.json, one row per Stat.
+    """CREATE TABLE IF NOT EXISTS instance_stats (
+        suite VARCHAR, run_name VARCHAR, instance_id VARCHAR, train_trial_index INTEGER,
+        ordinal INTEGER, name VARCHAR, split VARCHAR, sub_split VARCHAR, perturbation JSON,
+        count BIGINT, sum DOUBLE, sum_squared DOUBLE, min DOUBLE, max DOUBLE, mean DOUBLE,
+        variance DOUBLE, stddev DOUBLE)""",
+    # The jury score with judge failures left out instead of HELM's silent default.
+    """CREATE TABLE IF NOT EXISTS jury_scores (
+        suite VARCHAR, run_name VARCHAR, instance_id VARCHAR, metric VARCHAR,
+        helm_value DOUBLE, corrected_value DOUBLE, judges_ok INTEGER, judges_total INTEGER,
+        PRIMARY KEY (suite, run_name, instance_id, metric))""",
+]
+
+
+def request_key(deployment: str, request: dict) -> str:
+    payload = json.dumps({"deployment": deployment, "request": request}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def stable_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+class Store:
+    """Short-lived, file-locked connections to `<output_path>/medhelm.duckdb`."""
+
+    def __init__(self, path: str | Path, lock_timeout_s: float = 600.0):
+        self.path = Path(path)
+        self.lock = filelock.FileLock(str(self.path) + ".lock", timeout=lock_timeout_s)
+        self._initialised = False
+
+    @classmethod
+    def in_output_path(cls, output_path: str | Path) -> "Store":
+        Path(output_path).mkdir(parents=True, exist_ok=True)
+        return cls(Path(output_path) / DB_FILENAME)
+
+    @contextmanager
+    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self.lock:
+            conn = duckdb.connect(str(self.path), read_only=read_only)
+            try:
+                if not self._initialised and not read_only:
+                    for ddl in DDL:
+                        conn.execute(ddl)
+                    from medhelm_core.summarize.tables import ensure_input_tables
+
+                    ensure_input_tables(conn)
+                    self._initialised = True
+                yield conn
+            finally:
+                conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self.connect() as conn:
+            conn.execute("BEGIN TRANSACTION")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")

@@ -1,0 +1,192 @@
+"""Input tables of the summarize SQL models, and a loader for HELM `benchmark_output` run directories.
+
+Input contract (filled by the pipeline, by the published-results importer, or by
+`load_benchmark_output_runs` from HELM run directories):
+
+    runs(suite, run_name, run_spec JSON, scenario_metadata JSON, run_path)
+        one row per run directory of a suite; `run_spec` is HELM's run_spec.json as written
+        (None fields omitted); `scenario_metadata` is HELM's ScenarioMetadata dict (only needed
+        for --auto-generate-schema) or NULL; `run_path` is what HELM puts in runs.json
+        (`<output_path>/runs/<suite>/<run dir>`); its last path component is the run directory
+        name that fixes HELM's read order (sorted directory names).
+    run_stats(suite, run_name, ordinal, name, split, sub_split, perturbation JSON,
+              perturbation_name, computed_on, count, sum, sum_squared, min, max, mean,
+              variance, stddev)
+        one row per Stat of the run's stats.json, `ordinal` = 0-based position in the file.
+
+`summarize_target(target, mode, suite, suite_pos)` selects what the SQL models summarize:
+mode 'suite' (one row, target = suite) or 'release' (target = release name, one row per
+suite in --suites order; a suite listed twice is read twice, as HELM does).
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Iterable, Optional
+
+import duckdb
+import pandas as pd
+
+RUNS_DDL = """
+CREATE TABLE IF NOT EXISTS runs (
+    suite VARCHAR NOT NULL,
+    run_name VARCHAR NOT NULL,
+    run_spec JSON NOT NULL,
+    scenario_metadata JSON,
+    run_path VARCHAR
+)"""
+
+RUN_STATS_DDL = """
+CREATE TABLE IF NOT EXISTS run_stats (
+    suite VARCHAR NOT NULL,
+    run_name VARCHAR NOT NULL,
+    ordinal INTEGER NOT NULL,
+    name VARCHAR NOT NULL,
+    split VARCHAR,
+    sub_split VARCHAR,
+    perturbation JSON,
+    perturbation_name VARCHAR,
+    computed_on VARCHAR,
+    count BIGINT,
+    sum DOUBLE,
+    sum_squared DOUBLE,
+    min DOUBLE,
+    max DOUBLE,
+    mean DOUBLE,
+    variance DOUBLE,
+    stddev DOUBLE
+)"""
+
+SUMMARIZE_TARGET_DDL = """
+CREATE TABLE IF NOT EXISTS summarize_target (
+    target VARCHAR NOT NULL,      -- release name (release mode) or suite name (suite mode)
+    mode VARCHAR NOT NULL,        -- 'suite' | 'release'
+    suite VARCHAR NOT NULL,
+    suite_pos INTEGER NOT NULL    -- position in --suites (0-based)
+)"""
+
+STAT_COLUMNS = [
+    "suite", "run_name", "ordinal", "name", "split", "sub_split", "perturbation", "perturbation_name",
+    "computed_on", "count", "sum", "sum_squared", "min", "max", "mean", "variance", "stddev",
+]
+
+
+def ensure_input_tables(conn: duckdb.DuckDBPyConnection) -> None:
+    """Create the input tables (runs, run_stats, summarize_target) if they do not exist."""
+    conn.execute(RUNS_DDL)
+    conn.execute(RUN_STATS_DDL)
+    conn.execute(SUMMARIZE_TARGET_DDL)
+
+
+def set_summarize_target(
+    conn: duckdb.DuckDBPyConnection, *, suite: Optional[str] = None, release: Optional[str] = None,
+    suites: Optional[Iterable[str]] = None,
+) -> str:
+    """Fill `summarize_target` for `--suite S` or `--release R --suites S1 S2 ...`; return the target."""
+    ensure_input_tables(conn)
+    if suite and (release or suites):
+        raise ValueError("If --suite is specified, then --release and --suites must NOT be specified.")
+    if suite:
+        rows = [(suite, "suite", suite, 0)]
+        target = suite
+    else:
+        if not release or not suites:
+            raise ValueError("If --release is specified, then --suites must also be specified and vice versa")
+        rows = [(release, "release", s, i) for i, s in enumerate(suites)]
+        target = release
+    conn.execute("DELETE FROM summarize_target")
+    conn.executemany("INSERT INTO summarize_target VALUES (?, ?, ?, ?)", rows)
+    return target
+
+
+def stat_rows(suite: str, run_name: str, stats: list[dict[str, Any]]) -> list[tuple]:
+    """Flatten a stats.json list into run_stats rows."""
+    rows = []
+    for i, st in enumerate(stats):
+        mn = st["name"]
+        pert = mn.get("perturbation")
+        rows.append((
+            suite, run_name, i, mn["name"], mn.get("split"), mn.get("sub_split"),
+            json.dumps(pert) if pert is not None else None,
+            pert.get("name") if pert is not None else None,
+            pert.get("computed_on") if pert is not None else None,
+            int(st.get("count", 0)),
+            _f(st.get("sum", 0)), _f(st.get("sum_squared", 0)),
+            _f(st.get("min")), _f(st.get("max")), _f(st.get("mean")), _f(st.get("variance")), _f(st.get("stddev")),
+        ))
+    return rows
+
+
+def _f(x: Any) -> Optional[float]:
+    return None if x is None else float(x)
+
+
+def insert_runs(
+    conn: duckdb.DuckDBPyConnection, suite: str, items: list[tuple[str, dict, list, Optional[dict], str]],
+) -> None:
+    """Insert (run_name, run_spec, stats, scenario_metadata, run_path) tuples of one suite."""
+    ensure_input_tables(conn)
+    run_df = pd.DataFrame(
+        [(suite, name, json.dumps(spec), json.dumps(md) if md is not None else None, path)
+         for name, spec, _, md, path in items],
+        columns=["suite", "run_name", "run_spec", "scenario_metadata", "run_path"],
+    )
+    stats = [r for name, _, st, _, _ in items for r in stat_rows(suite, name, st)]
+    stat_df = pd.DataFrame(stats, columns=STAT_COLUMNS)
+    stat_df = stat_df.astype({"ordinal": "int32", "count": "int64"})
+    for c in ["sum", "sum_squared", "min", "max", "mean", "variance", "stddev"]:
+        stat_df[c] = stat_df[c].astype("float64")
+    conn.register("_runs_in", run_df)
+    conn.register("_stats_in", stat_df)
+    try:
+        conn.execute("INSERT INTO runs SELECT suite, run_name, run_spec::JSON, scenario_metadata::JSON, run_path FROM _runs_in")
+        conn.execute(
+            "INSERT INTO run_stats SELECT suite, run_name, ordinal, name, split, sub_split, perturbation::JSON, "
+            "perturbation_name, computed_on, count, sum, sum_squared, min, max, mean, variance, stddev FROM _stats_in"
+        )
+    finally:
+        conn.unregister("_runs_in")
+        conn.unregister("_stats_in")
+
+
+def load_benchmark_output_runs(
+    conn: duckdb.DuckDBPyConnection,
+    output_path: str,
+    suite: str,
+    scenario_metadata: Optional[Callable[[dict], Optional[dict]]] = None,
+    replace: bool = True,
+) -> int:
+    """Fill `runs`/`run_stats` from `<output_path>/runs/<suite>/<run>/{run_spec,stats}.json`.
+
+    Like HELM's `read_runs_for_suite`: every directory except `eval_cache` and `groups`,
+    sorted by name; directories lacking run_spec.json or stats.json are skipped.
+    `scenario_metadata(run_spec) -> dict | None` optionally supplies HELM's ScenarioMetadata
+    (needed only for --auto-generate-schema). With `replace`, rows of `suite` are deleted first.
+    Returns the number of runs loaded.
+    """
+    ensure_input_tables(conn)
+    suite_path = os.path.join(output_path, "runs", suite)
+    if not os.path.exists(suite_path):
+        raise FileNotFoundError(f"Suite {suite} does not exist at {suite_path}")
+    names = sorted(
+        p for p in os.listdir(suite_path)
+        if p not in ("eval_cache", "groups") and os.path.isdir(os.path.join(suite_path, p))
+    )
+    items = []
+    for d in names:
+        run_path = os.path.join(suite_path, d)
+        spec_p, stats_p = os.path.join(run_path, "run_spec.json"), os.path.join(run_path, "stats.json")
+        if not (os.path.exists(spec_p) and os.path.exists(stats_p)):
+            continue
+        with open(spec_p) as f:
+            spec = json.load(f)
+        with open(stats_p) as f:
+            stats = json.load(f)
+        md = scenario_metadata(spec) if scenario_metadata else None
+        items.append((spec["name"], spec, stats, md, run_path))
+    if replace:
+        conn.execute("DELETE FROM runs WHERE suite = ?", [suite])
+        conn.execute("DELETE FROM run_stats WHERE suite = ?", [suite])
+    if items:
+        insert_runs(conn, suite, items)
+    return len(items)

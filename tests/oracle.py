@@ -1,0 +1,21 @@
+"""Paths to the golden HELM 0.5.16 output in ../shared/oracle (read-only)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+if not SHARED.exists():  # CI lays shared/ beside the clone, wherever that is
+    SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SYNTHETIC = SHARED / "oracle" / "synthetic"
+PUBLIC = SHARED / "oracle" / "public"
+MOCK_SERVER = SHARED / "tools" / "mock_openai_server.py"
+
+
+def run_dirs(root: Path, suite: str) -> list[Path]:
+    base = root / "benchmark_output" / "runs" / suite
+    return sorted(p for p in base.iterdir() if p.is_dir() and (p / "run_spec.json").exists())
+
+
+def load(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))

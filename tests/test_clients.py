@@ -1,0 +1,83 @@
+"""The OpenAI-compatible client against a real HTTP server: HELM's request mapping and results."""
+import json
+
+import pytest
+
+from medhelm_core.clients import OpenAICompatibleClient, RequestFailed, RetryPolicy, remove_deepseek_r1_thinking, \
+    truncate_sequence
+from tests.mock_server import MockServer
+from tests.oracle import SYNTHETIC, load, run_dirs
+
+
+def _client(server, **kw):
+    return OpenAICompatibleClient(server.base_url, "sk-test-key", **kw)
+
+
+def test_completions_equal_the_golden_ones(mock_server):
+    run = run_dirs(SYNTHETIC, "oracle-private")[0]
+    states = load(run / "scenario_state.json")["request_states"][:10]
+    model = load(run / "run_spec.json")["adapter_spec"]["model"].split("/")[1]
+    client = _client(mock_server, openai_model_name=model)
+    for st in states:
+        got = client.complete(st["request"])
+        assert got["completions"][0]["text"] == st["result"]["completions"][0]["text"]
+        assert got["completions"][0]["finish_reason"] == st["result"]["completions"][0]["finish_reason"]
+        assert got["success"] is True and got["completions"][0]["tokens"] == []
+
+
+def test_reasoning_models_get_max_completion_tokens_and_no_sampling_params():
+    client = OpenAICompatibleClient("http://127.0.0.1:9/v1", "k")
+    req = {"model": "openai/o3-mini-2025-01-31", "prompt": "p", "temperature": 0.0, "top_p": 1,
+           "num_completions": 1, "stop_sequences": [], "max_tokens": 4000, "presence_penalty": 0,
+           "frequency_penalty": 0}
+    raw = client.raw_request(req)
+    assert raw == {"model": "o3-mini-2025-01-31", "messages": [{"role": "user", "content": "p"}], "n": 1,
+                   "max_completion_tokens": 4000}
+    raw = client.raw_request({**req, "model": "openai/gpt-4o"})
+    assert raw["max_tokens"] == 4000 and raw["temperature"] == 0.0 and raw["stop"] is None
+
+
+def test_transient_failures_are_retried_to_the_same_answer():
+    flaky = MockServer("--fail-rate", "0.5", "--fail-codes", "429,500", "--retry-after-ms", "5")
+    steady = MockServer()
+    try:
+        req = {"model": "mockai/mock-gpt-a", "model_deployment": "mockai/mock-gpt-a", "prompt": "Say hi to the team",
+               "temperature": 0.0, "top_p": 1, "num_completions": 1, "stop_sequences": [], "max_tokens": 20,
+               "presence_penalty": 0, "frequency_penalty": 0, "top_k_per_token": 1, "echo_prompt": False,
+               "embedding": False}
+        retries = []
+        for i in range(8):
+            r = {**req, "prompt": f"{req['prompt']} #{i}"}
+            a = _client(flaky, retry=RetryPolicy(max_attempts=8, base_delay_s=0.01)).complete(r, retries.append)
+            b = _client(steady).complete(r)
+            assert a["completions"] == b["completions"]
+        assert retries, "the flaky server should have forced at least one retry"
+    finally:
+        flaky.close()
+        steady.close()
+
+
+def test_exhausted_retries_raise_without_leaking_the_key():
+    flaky = MockServer("--fail-rate", "1.0", "--fail-max-consecutive", "0", "--retry-after-ms", "1")
+    try:
+        client = OpenAICompatibleClient(flaky.base_url, "sk-SECRET-123", retry=RetryPolicy(max_attempts=2))
+        with pytest.raises(RequestFailed) as exc:
+            client.complete({"model": "m/x", "prompt": "p", "temperature": 0.0, "top_p": 1, "num_completions": 1,
+                             "stop_sequences": [], "max_tokens": 5, "presence_penalty": 0, "frequency_penalty": 0})
+        assert "SECRET" not in str(exc.value) and "after 2 attempts" in str(exc.value)
+    finally:
+        flaky.close()
+
+
+def test_truncate_sequence_cuts_at_stop_and_drops_finish_reason_like_helm():
+    c = {"text": "abc\ndef", "logprob": 0, "tokens": [], "finish_reason": {"reason": "stop"}}
+    out = truncate_sequence(c, {"stop_sequences": ["\n"], "max_tokens": 10})
+    assert out == {"text": "abc", "logprob": 0, "tokens": []}
+    assert truncate_sequence(c, {"stop_sequences": [], "max_tokens": 10}) == c
+
+
+def test_deepseek_thinking_removed():
+    assert remove_deepseek_r1_thinking("<think>x</think>\n\nanswer") == "answer"
+    assert remove_deepseek_r1_thinking("<think>x</think>answer") == "answer"
+    assert remove_deepseek_r1_thinking("<think>unclosed") == ""
+    assert remove_deepseek_r1_thinking("plain") == "plain"
