@@ -133,7 +133,7 @@ def summarize_main(argv: list[str] | None = None) -> int:
 def _summarize(args) -> int:
     import dagster as dg
 
-    from assets.definitions import SUMMARY_ASSETS
+    from assets.leaderboard import SUMMARY_ASSETS
     from assets.resources import MedhelmResource
 
     instance = dagster_instance(args.output_path)

@@ -1,6 +1,6 @@
 """Per-run layers as partitioned assets: datasets → requests → completions → annotations →
 instance_stats / run_stats → HELM run files. Each asset calls one `medhelm_core.pipeline` step."""
-from __future__ import annotations
+from typing import Optional
 
 import dagster as dg
 
@@ -17,8 +17,8 @@ class RunEntriesConfig(dg.Config):
     suite: str = "example"
     max_eval_instances: int = 10
     num_train_trials: int = 1
-    priority: int | None = None
-    models_to_run: list[str] | None = None
+    priority: Optional[int] = None
+    models_to_run: Optional[list[str]] = None
 
 
 @dg.asset(group_name="conf", kinds={"duckdb"},

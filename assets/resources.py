@@ -1,7 +1,6 @@
 """The one resource every asset uses: where the suite's DuckDB file, HELM files and deployments live."""
-from __future__ import annotations
-
 import os
+from typing import Optional
 
 import dagster as dg
 from pydantic import PrivateAttr
@@ -15,7 +14,7 @@ class MedhelmResource(dg.ConfigurableResource):
     output_path: str = os.environ.get("MEDHELM_OUTPUT_PATH", "benchmark_output")
     local_path: str = os.environ.get("MEDHELM_LOCAL_PATH", "prod_env")
     num_threads: int = int(os.environ.get("MEDHELM_NUM_THREADS", "8"))
-    _workspace: Workspace | None = PrivateAttr(default=None)
+    _workspace: Optional[Workspace] = PrivateAttr(default=None)
 
     def workspace(self) -> Workspace:
         if self._workspace is None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from medhelm_core.clients import RequestFailed
-from medhelm_core.store import Store
+from medhelm_core.store import Store, insert_rows
 
 
 class Client(Protocol):
@@ -53,11 +53,9 @@ class CompletionEngine:
         if not keys:
             return {}
         with self.store.connect() as conn:
-            conn.execute("CREATE OR REPLACE TEMP TABLE wanted (k VARCHAR)")
-            conn.executemany("INSERT INTO wanted VALUES (?)", [(k,) for k in keys])
             rows = conn.execute(
-                "SELECT c.request_key, c.result FROM completions c JOIN wanted w ON w.k = c.request_key"
-            ).fetchall()
+                "SELECT request_key, result FROM completions WHERE request_key IN (SELECT unnest(?::VARCHAR[]))",
+                [keys]).fetchall()
         return {k: json.loads(r) for k, r in rows}
 
     def run(self, jobs: list[Job]) -> tuple[dict[str, dict], EngineReport]:
@@ -92,14 +90,9 @@ class CompletionEngine:
                 last_flush[0] = time.time()
             with self.store.connect() as conn:
                 conn.execute("BEGIN TRANSACTION")
-                if rows:
-                    conn.executemany(
-                        "INSERT OR IGNORE INTO completions (request_key, model_deployment, model, request, result,"
-                        " success, attempts) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-                if errs:
-                    conn.executemany(
-                        "INSERT INTO completion_errors (request_key, model_deployment, error, attempts)"
-                        " VALUES (?, ?, ?, ?)", errs)
+                insert_rows(conn, "completions", ["request_key", "model_deployment", "model", "request", "result",
+                                                  "success", "attempts"], rows, or_ignore=True)
+                insert_rows(conn, "completion_errors", ["request_key", "model_deployment", "error", "attempts"], errs)
                 conn.execute("COMMIT")
 
         def on_retry(_: str) -> None:

@@ -20,7 +20,7 @@ from medhelm_core import adapt, jury
 from medhelm_core.engine import CompletionEngine, EngineReport, Job
 from medhelm_core.helm_files import run_dir, write_run_files
 from medhelm_core.registry import ANNOTATORS, SCENARIOS, MedhelmError, load_all
-from medhelm_core.store import Store, request_key, stable_hash
+from medhelm_core.store import Store, insert_rows, request_key, stable_hash
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,13 @@ class Workspace:
             self._clients[name] = client_for_deployment(self.deployment(name), load_credentials(self.local_path),
                                                         max_concurrency=self.num_threads)
         return self._clients[name]
+
+    def model_metadata_paths(self) -> list[Path]:
+        """Model display names: the project's conf/model_metadata.yaml, then prod_env's."""
+        from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH
+
+        local = self.local_path / "model_metadata.yaml"
+        return [DEFAULT_MODEL_METADATA_PATH] + ([local] if local.exists() else [])
 
     def engine(self) -> CompletionEngine:
         return CompletionEngine(self.store, self.client, num_threads=self.num_threads, progress=self.progress)
@@ -157,7 +164,7 @@ def build_dataset(ws: Workspace, run: RunRef) -> dict:
                 for i, inst in enumerate(instances)]
         with ws.store.transaction() as conn:
             conn.execute("DELETE FROM instances WHERE scenario_key = ?", [key])
-            conn.executemany("INSERT INTO instances VALUES (?, ?, ?, ?, ?)", rows)
+            insert_rows(conn, "instances", ["scenario_key", "position", "instance_id", "split", "instance"], rows)
             conn.execute(
                 "INSERT OR REPLACE INTO datasets (scenario_key, class_name, args, tier, content_hash, num_instances,"
                 " scenario, scenario_metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -220,7 +227,8 @@ def build_requests(ws: Workspace, run: RunRef) -> dict:
                     req["prompt"], json.dumps(st, ensure_ascii=False)))
     with ws.store.transaction() as conn:
         conn.execute("DELETE FROM requests WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
-        conn.executemany("INSERT INTO requests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", out)
+        insert_rows(conn, "requests", ["suite", "run_name", "position", "instance_id", "split", "train_trial_index",
+                                       "request_key", "model_deployment", "prompt", "request_state"], out)
     return {"num_requests": len(out), "digest": stable_hash([r[6] for r in out])[:16]}
 
 
@@ -322,11 +330,19 @@ def run_annotations(ws: Workspace, run: RunRef) -> dict:
     with ws.store.transaction() as conn:
         conn.execute("DELETE FROM annotations WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
         conn.execute("DELETE FROM judge_verdicts WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
-        if ann_rows:
-            conn.executemany("INSERT INTO annotations VALUES (?, ?, ?, ?, ?, ?)", ann_rows)
-            conn.executemany("INSERT INTO judge_verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", verdict_rows)
+        insert_rows(conn, "annotations", ["suite", "run_name", "position", "instance_id", "annotator", "annotation"],
+                    ann_rows)
+        insert_rows(conn, "judge_verdicts", ["suite", "run_name", "position", "instance_id", "annotator", "judge",
+                                             "judge_deployment", "status", "request_key", "raw_text", "parsed",
+                                             "error"], verdict_rows)
     return {"annotated": len(ann_rows), "judge_calls_new": report.new, "judge_calls_reused": report.reused,
             "statuses": counts}
+
+
+STAT_COLUMNS = ["ordinal", "name", "split", "sub_split", "perturbation", "count", "sum", "sum_squared", "min",
+                "max", "mean", "variance", "stddev"]
+INSTANCE_STAT_COLUMNS = ["suite", "run_name", "instance_id", "train_trial_index"] + STAT_COLUMNS
+RUN_STAT_COLUMNS = ["suite", "run_name"] + STAT_COLUMNS[:5] + ["perturbation_name", "computed_on"] + STAT_COLUMNS[5:]
 
 
 def _stat_row(prefix: tuple, ordinal: int, stat: dict) -> tuple:
@@ -364,14 +380,10 @@ def compute_stats(ws: Workspace, run: RunRef) -> dict:
     with ws.store.transaction() as conn:
         for table in ("instance_stats", "run_stats", "jury_scores", "runs"):
             conn.execute(f"DELETE FROM {table} WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
-        if inst_rows:
-            conn.executemany("INSERT INTO instance_stats VALUES (" + ", ".join("?" * 17) + ")", inst_rows)
-        if stat_rows:
-            conn.executemany("INSERT INTO run_stats (suite, run_name, ordinal, name, split, sub_split, perturbation,"
-                             " perturbation_name, computed_on, count, sum, sum_squared, min, max, mean, variance,"
-                             " stddev) VALUES (" + ", ".join("?" * 17) + ")", stat_rows)
-        if jury_rows:
-            conn.executemany("INSERT INTO jury_scores VALUES (?, ?, ?, ?, ?, ?, ?, ?)", jury_rows)
+        insert_rows(conn, "instance_stats", INSTANCE_STAT_COLUMNS, inst_rows)
+        insert_rows(conn, "run_stats", RUN_STAT_COLUMNS, stat_rows)
+        insert_rows(conn, "jury_scores", ["suite", "run_name", "instance_id", "metric", "helm_value",
+                                          "corrected_value", "judges_ok", "judges_total"], jury_rows)
         conn.execute("INSERT INTO runs (suite, run_name, run_spec, scenario_metadata, run_path) VALUES (?, ?, ?, ?, ?)",
                      [run.suite, run.run_name, json.dumps(spec, ensure_ascii=False), meta[0] if meta else None, path])
     return {"per_instance_rows": len(inst_rows), "run_stats": len(stat_rows), "instances": len(per_instance),

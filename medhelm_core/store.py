@@ -117,3 +117,20 @@ class Store:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+
+
+def insert_rows(conn: duckdb.DuckDBPyConnection, table: str, columns: list[str], rows: list[tuple],
+                or_ignore: bool = False) -> None:
+    """Bulk insert (DuckDB's executemany runs one statement per row, far too slow for stats)."""
+    if not rows:
+        return
+    import pandas as pd
+
+    frame = pd.DataFrame.from_records(rows, columns=columns)
+    conn.register("_medhelm_rows", frame)
+    try:
+        cols = ", ".join(columns)
+        verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
+        conn.execute(f"{verb} INTO {table} ({cols}) SELECT {cols} FROM _medhelm_rows")
+    finally:
+        conn.unregister("_medhelm_rows")

@@ -12,5 +12,5 @@ for _ in $(seq 50); do curl -sf http://127.0.0.1:8765/stats >/dev/null && break;
 .venv/bin/medhelm-run --conf-paths conf/example.conf --suite example --max-eval-instances 10 \
   --local-path examples/prod_env --output-path "$OUT"
 .venv/bin/medhelm-summarize --suite example --output-path "$OUT" --local-path examples/prod_env \
-  --schema-path schema/schema_example.yaml
+  --auto-generate-schema
 echo "leaderboard: $OUT/runs/example/groups/  (SQL: duckdb $OUT/medhelm.duckdb)" >&2

@@ -1,0 +1,88 @@
+"""The leaderboard layer: the summarize target (suite or release + schema), one asset per `sql/*.sql`
+file (dependencies from its `-- depends_on:` header, SQL hash as code version), and HELM's files."""
+import hashlib
+from pathlib import Path
+from typing import Optional
+
+import dagster as dg
+
+from assets.resources import MedhelmResource
+from medhelm_core.summarize.sql_models import SQL_DIR, load_sql_models, parse_sql_model
+
+RUN_LEVEL_INPUTS = {"runs", "run_stats"}  # written per run by the scores step
+ALL_RUNS = dg.AllPartitionMapping()
+
+
+class SummarizeConfig(dg.Config):
+    """helm-summarize's selection: `--suite S`, or `--release R --suites S1 S2 …`."""
+
+    suite: Optional[str] = "example"
+    suites: Optional[list[str]] = None
+    release: Optional[str] = None
+    schema_path: Optional[str] = None
+    auto_generate_schema: bool = True
+
+
+@dg.asset(group_name="leaderboard", kinds={"duckdb"},
+          deps=[dg.AssetDep("run_stats", partition_mapping=ALL_RUNS)],
+          description="What to summarize (summarize_target) and the schema and model tables the SQL reads.")
+def summarize_target(config: SummarizeConfig, medhelm: MedhelmResource) -> dg.MaterializeResult:
+    from medhelm_core.summarize.summarize import prepare_summarize
+
+    ws = medhelm.workspace()
+    with ws.store.transaction() as conn:
+        target = prepare_summarize(conn, schema_path=config.schema_path, suite=config.suite, suites=config.suites,
+                                   release=config.release, auto_generate_schema=config.auto_generate_schema,
+                                   model_metadata_paths=ws.model_metadata_paths())
+        runs = conn.execute("SELECT count(*) FROM runs r JOIN summarize_target t USING (suite)").fetchone()[0]
+    return dg.MaterializeResult(metadata={"target": target, "runs": runs})
+
+
+def _sql_asset(path: Path, model_names: set[str]) -> dg.AssetsDefinition:
+    name, deps, sql = parse_sql_model(path)
+    asset_deps = []
+    for d in deps:
+        if d in model_names:
+            asset_deps.append(dg.AssetDep(d))
+        elif d in RUN_LEVEL_INPUTS:
+            asset_deps.append(dg.AssetDep("run_stats", partition_mapping=ALL_RUNS))
+        else:
+            asset_deps.append(dg.AssetDep("summarize_target"))
+    unique = {dep.asset_key: dep for dep in asset_deps}
+
+    @dg.asset(name=name, deps=list(unique.values()), group_name="leaderboard", kinds={"sql", "duckdb"},
+              code_version=hashlib.sha256(sql.encode()).hexdigest()[:12],
+              description=f"`sql/{path.name}`", metadata={"sql_file": dg.MetadataValue.path(str(path))})
+    def _asset(medhelm: MedhelmResource) -> dg.MaterializeResult:
+        with medhelm.workspace().store.transaction() as conn:
+            conn.execute(sql)
+            n = conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
+            cols = conn.execute("SELECT column_name, data_type FROM information_schema.columns "
+                                "WHERE table_name = ? ORDER BY ordinal_position", [name]).fetchall()
+            preview = conn.execute(f'SELECT * FROM "{name}" LIMIT 10').df()
+        return dg.MaterializeResult(metadata={
+            "dagster/row_count": n,
+            "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(c, t) for c, t in cols]),
+            "preview": dg.MetadataValue.md(preview.to_markdown(index=False)),
+        })
+
+    return _asset
+
+
+_MODELS = load_sql_models(SQL_DIR)
+SQL_ASSETS = [_sql_asset(SQL_DIR / f"{name}.sql", set(_MODELS)) for name in _MODELS]
+_SINKS = [n for n in _MODELS if not any(n in deps for deps, _ in _MODELS.values())]
+
+
+@dg.asset(group_name="leaderboard", kinds={"json"}, deps=_SINKS,
+          description="HELM's summarize files (groups/*.json, schema.json, runs.json, …) and each run's display "
+                      "files, written from DuckDB.")
+def leaderboard_files(medhelm: MedhelmResource) -> dg.MaterializeResult:
+    from medhelm_core.summarize_files import write_leaderboard_files
+
+    info = write_leaderboard_files(medhelm.workspace())
+    tables = info.pop("top_table_markdown", "")
+    return dg.MaterializeResult(metadata={**info, "leaderboard": dg.MetadataValue.md(tables)})
+
+
+SUMMARY_ASSETS = [summarize_target, *SQL_ASSETS, leaderboard_files]

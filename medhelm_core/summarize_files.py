@@ -1,0 +1,48 @@
+"""After the SQL models ran: write helm-summarize's files for the target, and the display files
+(instances.json, display_predictions.json, display_requests.json) of every run we hold."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from medhelm_core.helm_files import run_dir, write_display_files
+
+
+def write_leaderboard_files(ws) -> dict:
+    from medhelm_core import pipeline
+    from medhelm_core.summarize.write import write_summarize_outputs
+
+    with ws.store.connect() as conn:
+        base = Path(write_summarize_outputs(conn, str(ws.output_path)))
+        runs = conn.execute(
+            "SELECT DISTINCT t.suite, t.run_name FROM target_runs t"
+            " WHERE EXISTS (SELECT 1 FROM requests q WHERE q.suite = t.suite AND q.run_name = t.run_name)"
+            " ORDER BY ALL").fetchall()
+    schema = json.loads((base / "schema.json").read_text(encoding="utf-8"))
+    for suite, run_name in runs:
+        run = pipeline.RunRef(suite, run_name)
+        computed = pipeline._recompute_for_files(ws, run)
+        write_display_files(run_dir(ws.output_path, suite, run_name), computed["run_spec"],
+                            computed["request_states"], computed["per_instance_stats"], schema)
+    return {"directory": str(base), "runs_with_display_files": len(runs),
+            "top_table_markdown": top_table_markdown(base, schema)}
+
+
+def top_table_markdown(base: Path, schema: dict) -> str:
+    """The first table of the first run group, as markdown (for the Dagster UI)."""
+    groups = schema.get("run_groups") or []
+    if not groups:
+        return ""
+    path = base / "groups" / f"{groups[0]['name']}.json"
+    if not path.exists():
+        return ""
+    table = json.loads(path.read_text(encoding="utf-8"))[0]
+    header = [h.get("value", "") for h in table["header"]]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in table["rows"]:
+        cells = []
+        for c in row:
+            v = c.get("value")
+            cells.append("-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)))
+        lines.append("| " + " | ".join(cells) + " |")
+    return f"**{table.get('title', '')}**\n\n" + "\n".join(lines)

@@ -1,0 +1,109 @@
+"""Bad input: a one-line error naming the file or entry, a non-zero exit, nothing written to DuckDB."""
+import shutil
+import stat
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from assets.cli import run_main
+from tests.oracle import SYNTHETIC
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    shutil.copytree(SYNTHETIC / "inputs", tmp_path / "work")
+    for p in (tmp_path / "work").rglob("*"):
+        p.chmod(p.stat().st_mode | stat.S_IWUSR)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))
+    for var in ("OPENAI_API_KEY", "MEDHELM_API_KEY_MOCKAI", "HELM_CREDENTIALS"):
+        monkeypatch.delenv(var, raising=False)
+    return tmp_path
+
+
+def _conf(work: Path, *descriptions: str) -> str:
+    body = ",\n".join(f'  {{description: "{d}", priority: 1}}' for d in descriptions)
+    path = work / "work" / "conf" / "bad.conf"
+    path.write_text(f"entries: [\n{body}\n]\n")
+    return str(path.relative_to(work))
+
+
+def _run(conf: str, capsys) -> tuple[int, str]:
+    code = run_main(["--conf-paths", conf, "--suite", "bad", "--max-eval-instances", "5",
+                     "--output-path", "out", "--local-path", "work/prod_env"])
+    err = capsys.readouterr().err.strip()
+    return code, err
+
+
+def _nothing_written(work: Path) -> None:
+    db = work / "out" / "medhelm.duckdb"
+    if not db.exists():
+        return
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        for table in ("run_entries", "requests", "completions", "run_stats"):
+            assert con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+    finally:
+        con.close()
+
+
+GOOD = "shc_ptbm_med:data_path=work/private/shc_ptbm_med.csv,model=mockai/mock-gpt-a,model_deployment=mockai/mock-gpt-a"
+
+
+def _assert_one_line(code, err, *needles):
+    assert code != 0
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_unknown_scenario(work, capsys):
+    code, err = _run(_conf(work, GOOD, "no_such_scenario:model=mockai/mock-gpt-a"), capsys)
+    _assert_one_line(code, err, "no_such_scenario", "bad.conf")
+    _nothing_written(work)
+
+
+def test_malformed_conf_line(work, capsys):
+    path = work / "work" / "conf" / "bad.conf"
+    path.write_text('entries: [\n  {description: "x:model=a/b", priority: 1},\n  {description: "oops\n]\n')
+    code, err = _run("work/conf/bad.conf", capsys)
+    _assert_one_line(code, err, "bad.conf:3")
+    _nothing_written(work)
+
+
+def test_missing_data_file(work, capsys):
+    code, err = _run(_conf(work, GOOD, GOOD.replace("shc_ptbm_med.csv", "missing.csv")), capsys)
+    _assert_one_line(code, err, "work/private/missing.csv")
+    _nothing_written(work)
+
+
+def test_unknown_deployment(work, capsys):
+    code, err = _run(_conf(work, GOOD.replace("model_deployment=mockai/mock-gpt-a", "model_deployment=mockai/nope")),
+                     capsys)
+    _assert_one_line(code, err, "mockai/nope")
+    _nothing_written(work)
+
+
+def test_missing_api_key(work, capsys):
+    (work / "work" / "prod_env" / "credentials.conf").write_text("# no keys\n")
+    code, err = _run(_conf(work, GOOD), capsys)
+    _assert_one_line(code, err, "mockai/mock-gpt-a", "mockaiApiKey")
+    _nothing_written(work)
+
+
+def test_malformed_judges_file(work, capsys):
+    (work / "work" / "private" / "jury_config.yaml").write_text("judges: [ {name: gpt, model: }\n")
+    desc = ("mental_health:data_path=work/private/mental_health.csv,jury_config_path=work/private/jury_config.yaml,"
+            "model=mockai/mock-gpt-a,model_deployment=mockai/mock-gpt-a")
+    code, err = _run(_conf(work, desc), capsys)
+    _assert_one_line(code, err, "jury_config.yaml")
+    _nothing_written(work)
+
+
+def test_secret_never_printed(work, capsys):
+    (work / "work" / "prod_env" / "credentials.conf").write_text('mockaiApiKey: "sk-VERY-SECRET-42"\n')
+    code, err = _run(_conf(work, GOOD.replace("model_deployment=mockai/mock-gpt-a", "model_deployment=mockai/nope")),
+                     capsys)
+    assert code != 0 and "VERY-SECRET" not in err

@@ -1,0 +1,175 @@
+"""End to end against real HELM 0.5.16 output: medhelm-run + medhelm-summarize on the inputs that
+produced ../shared/oracle/synthetic, with the mock model server started here on loopback."""
+import json
+import re
+import shutil
+import stat
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from assets.cli import run_main, summarize_main
+from tests.oracle import SYNTHETIC, load, run_dirs
+
+GOLD = SYNTHETIC / "benchmark_output"
+SUITES = {"oracle-cfg": "work/conf/configurable.conf", "oracle-private": "work/conf/private.conf"}
+EXEMPT = ("inference_runtime",)  # wall-clock time: nobody can reproduce it
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, mock_server):
+    """Lay out the inputs as HELM ran them (D/work/...), re-point prod_env at the mock, run both suites."""
+    root = tmp_path_factory.mktemp("synthetic")
+    shutil.copytree(SYNTHETIC / "inputs", root / "work")
+    for p in (root / "work").rglob("*"):
+        p.chmod(p.stat().st_mode | stat.S_IWUSR)
+    deployments = root / "work" / "prod_env" / "model_deployments.yaml"
+    deployments.write_text(re.sub(r"http://127\.0\.0\.1:\d+/v1", mock_server.base_url, deployments.read_text()))
+    mp = pytest.MonkeyPatch()
+    mp.chdir(root)
+    mp.setenv("DAGSTER_HOME", str(root / "dagster_home"))
+    mock_server.reset()
+    for suite, conf in SUITES.items():
+        assert run_main(["--conf-paths", conf, "--suite", suite, "--max-eval-instances", "50",
+                         "--num-threads", "4", "--output-path", "benchmark_output",
+                         "--local-path", "work/prod_env"]) == 0
+    calls_first = mock_server.stats()["total_requests"]
+    assert summarize_main(["--suite", "oracle-cfg", "--output-path", "benchmark_output",
+                           "--auto-generate-schema"]) == 0
+    schema = str(SYNTHETIC.parents[1] / "helm" / "schema_medhelm.yaml")
+    assert summarize_main(["--suite", "oracle-private", "--output-path", "benchmark_output",
+                           "--schema-path", schema]) == 0
+    assert summarize_main(["--suites", "oracle-cfg", "oracle-private", "--release", "oracle",
+                           "--output-path", "benchmark_output",
+                           "--schema-path", schema]) == 0
+    yield {"root": root, "out": root / "benchmark_output", "calls_first": calls_first, "mp": mp}
+    mp.undo()
+
+
+GOLDEN_RUNS = [(s, d.name) for s in SUITES for d in run_dirs(SYNTHETIC, s)]
+
+
+@pytest.mark.parametrize("suite,run", GOLDEN_RUNS, ids=[r for _, r in GOLDEN_RUNS])
+def test_run_files_equal_helm(built, suite, run):
+    gold, ours = GOLD / "runs" / suite / run, built["out"] / "runs" / suite / run
+    assert load(ours / "run_spec.json") == load(gold / "run_spec.json")
+    assert load(ours / "scenario.json") == load(gold / "scenario.json")
+    g_states, o_states = load(gold / "scenario_state.json"), load(ours / "scenario_state.json")
+    assert len(o_states["request_states"]) == len(g_states["request_states"]) == 50
+    for g, o in zip(g_states["request_states"], o_states["request_states"]):
+        assert o["instance"] == g["instance"]                      # same ids sampled, same order
+        assert o["request"] == g["request"]                        # byte-identical prompt, same fields
+        assert o["result"]["completions"] == g["result"]["completions"]
+        assert o.get("annotations") == g.get("annotations")        # judge prompts and parsed verdicts
+    for name in ("per_instance_stats.json", "stats.json"):
+        _assert_stats_equal(load(gold / name), load(ours / name), per_instance=name.startswith("per"))
+
+
+def _flatten(stats, per_instance):
+    out = {}
+    entries = stats if per_instance else [{"instance_id": None, "stats": stats}]
+    for e in entries:
+        for s in e["stats"]:
+            out[(e["instance_id"], json.dumps(s["name"], sort_keys=True))] = (s["count"], s.get("mean"))
+    return out
+
+
+def _assert_stats_equal(gold, ours, per_instance):
+    g, o = _flatten(gold, per_instance), _flatten(ours, per_instance)
+    assert set(o) == set(g)
+    for key, (count, mean) in g.items():
+        if any(x in key[1] for x in EXEMPT):
+            continue
+        assert o[key][0] == count, key
+        assert (o[key][1] is None) == (mean is None), key
+        if mean is not None:
+            assert o[key][1] == pytest.approx(mean, abs=1e-9), key
+
+
+def _cells(tables):
+    """{(table title, row name, column header): value} for every cell of every table."""
+    out = {}
+    for t in tables:
+        header = [h["value"] for h in t["header"]]
+        for row in t["rows"]:
+            for h, cell in zip(header, row):
+                out[(t.get("title"), row[0].get("value"), h)] = cell.get("value")
+    return out
+
+
+def _group_files(base: Path):
+    return sorted(p.name for p in (base / "groups").glob("*.json"))
+
+
+@pytest.mark.parametrize("target", ["runs/oracle-cfg", "runs/oracle-private", "releases/oracle"])
+def test_every_leaderboard_cell_equals_helm(built, target):
+    gold, ours = GOLD / target, built["out"] / target
+    assert _group_files(ours) == _group_files(gold)
+    compared = 0
+    for name in _group_files(gold):
+        g, o = _cells(load(gold / "groups" / name)), _cells(load(ours / "groups" / name))
+        assert set(o) == set(g), name
+        for key, value in g.items():
+            if "Efficiency" == key[0] or any(x in str(key[2]) for x in ("Observed inference time",)):
+                continue
+            if isinstance(value, float):
+                assert o[key] == pytest.approx(value, abs=1e-9), (name, key)
+            else:
+                assert o[key] == value, (name, key)
+            compared += 1
+    assert compared > 0
+    # The index tables: same cells (HELM orders an auto-generated schema by hash seed, so no order check).
+    g, o = _cells(load(gold / "groups.json")), _cells(load(ours / "groups.json"))
+    assert set(o) == set(g)
+    for key, value in g.items():
+        if key[2] == "Adaptation method":  # HELM joins a set: order follows the hash seed
+            assert sorted(o[key].split(", ")) == sorted(value.split(", "))
+        elif isinstance(value, float):
+            assert o[key] == pytest.approx(value, rel=1e-12, abs=1e-9), key
+        else:
+            assert o[key] == value, key
+    for name in ("groups_metadata.json", "runs_to_run_suites.json"):
+        assert load(ours / name) == load(gold / name), name
+    assert load(ours / "summary.json")["suites"] == load(gold / "summary.json")["suites"]
+
+
+def test_second_run_makes_zero_model_calls(built, mock_server):
+    before = mock_server.stats()["total_requests"]
+    assert before == built["calls_first"]
+    for suite, conf in SUITES.items():
+        assert run_main(["--conf-paths", conf, "--suite", suite, "--max-eval-instances", "50",
+                         "--output-path", "benchmark_output", "--local-path", "work/prod_env"]) == 0
+    assert mock_server.stats()["total_requests"] == before
+
+
+def test_duckdb_holds_every_layer(built):
+    con = duckdb.connect(str(built["out"] / "medhelm.duckdb"), read_only=True)
+    try:
+        counts = dict(con.execute(
+            "SELECT 'requests', count(*) FROM requests UNION ALL SELECT 'completions', count(*) FROM completions "
+            "UNION ALL SELECT 'annotations', count(*) FROM annotations "
+            "UNION ALL SELECT 'run_stats', count(DISTINCT run_name) FROM run_stats").fetchall())
+        assert counts["requests"] == 600 and counts["run_stats"] == 12
+        assert counts["completions"] >= 600 and counts["annotations"] == 200
+        # The jury's explicit statuses sit beside HELM's value.
+        statuses = dict(con.execute("SELECT status, count(*) FROM judge_verdicts GROUP BY ALL").fetchall())
+        assert sum(statuses.values()) == 200 and statuses.get("ok", 0) > 0
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("suite,run", GOLDEN_RUNS, ids=[r for _, r in GOLDEN_RUNS])
+def test_display_files_equal_helm(built, suite, run):
+    gold, ours = GOLD / "runs" / suite / run, built["out"] / "runs" / suite / run
+    assert load(ours / "instances.json") == load(gold / "instances.json")
+    assert load(ours / "display_requests.json") == load(gold / "display_requests.json")
+    g_preds, o_preds = load(gold / "display_predictions.json"), load(ours / "display_predictions.json")
+    assert len(o_preds) == len(g_preds)
+    for g, o in zip(g_preds, o_preds):
+        g_stats, o_stats = g.pop("stats"), o.pop("stats")
+        assert o == g
+        assert set(o_stats) == set(g_stats)
+        for k, v in g_stats.items():
+            if k not in EXEMPT:
+                assert o_stats[k] == pytest.approx(v, abs=1e-9), k
