@@ -75,7 +75,7 @@ def _run(args) -> int:
     import dagster as dg
 
     from assets.partitions import runs_partitions
-    from assets.pipeline import PER_RUN_ASSETS, run_entries
+    from assets.pipeline import DATASET_ASSETS, PER_RUN_ASSETS, run_entries
     from assets.resources import MedhelmResource
 
     instance = dagster_instance(args.output_path)
@@ -86,6 +86,13 @@ def _run(args) -> int:
               "priority": args.priority, "models_to_run": args.models_to_run}
     dg.materialize([run_entries], instance=instance, resources=resources,
                    run_config={"ops": {"run_entries": {"config": config}}, **QUIET})
+    for tier, keys in pipeline.scenario_partitions(entries).items():
+        for key in keys:
+            try:
+                dg.materialize([DATASET_ASSETS[tier]], instance=instance, resources=resources, partition_key=key,
+                               run_config=QUIET)
+            except Exception as e:  # noqa: BLE001 - a dataset that cannot be built stops the suite
+                raise MedhelmError(f"dataset {key}: {_user_error(e)}") from None
     failures = []
     runs = [pipeline.RunRef(args.suite, spec["name"]) for _, spec in entries]
     for i, run in enumerate(runs, 1):

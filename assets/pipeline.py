@@ -4,7 +4,7 @@ from typing import Optional
 
 import dagster as dg
 
-from assets.partitions import runs_partitions
+from assets.partitions import runs_partitions, scenario_partitions
 from assets.resources import MedhelmResource
 from medhelm_core import pipeline
 from medhelm_core.pipeline import RunRef
@@ -34,26 +34,40 @@ def run_entries(context: dg.AssetExecutionContext, config: RunEntriesConfig,
     runs = pipeline.register_runs(ws, config.suite, entries)
     keys = [r.partition_key for r in runs]
     context.instance.add_dynamic_partitions(runs_partitions.name, keys)
-    return dg.MaterializeResult(metadata={"suite": config.suite, "runs": len(runs),
-                                          "partitions": dg.MetadataValue.md("\n".join(f"- `{k}`" for k in keys))})
+    datasets_by_tier = pipeline.scenario_partitions(entries)
+    for tier, scenario_keys in datasets_by_tier.items():
+        if scenario_keys:
+            context.instance.add_dynamic_partitions(scenario_partitions[tier].name, scenario_keys)
+    return dg.MaterializeResult(metadata={
+        "suite": config.suite, "runs": len(runs),
+        "partitions": dg.MetadataValue.md("\n".join(f"- `{k}`" for k in keys)),
+        "datasets": dg.MetadataValue.json({t: k for t, k in datasets_by_tier.items() if k})})
 
 
 def _run(context: dg.AssetExecutionContext) -> RunRef:
     return RunRef.from_partition_key(context.partition_key)
 
 
-@dg.asset(group_name="datasets", partitions_def=runs_partitions, kinds={"duckdb"}, deps=[run_entries],
-          description="The scenario's instances (ids as HELM assigns them); rebuilt only when the scenario "
-                      "spec or the bytes of its data files change.")
-def datasets(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
-    info = pipeline.build_dataset(medhelm.workspace(), _run(context))
-    return dg.MaterializeResult(
-        metadata={"dagster/row_count": info["num_instances"], "tier": info["tier"],
-                  "content_hash": info["content_hash"], "rebuilt": info["built"]},
-        data_version=dg.DataVersion(info["scenario_key"]))
+def _dataset_asset(tier: str) -> dg.AssetsDefinition:
+    @dg.asset(name=f"{tier}_datasets", group_name="datasets", partitions_def=scenario_partitions[tier],
+              kinds={"duckdb"}, deps=[run_entries],
+              description=f"Instances of each {tier}-tier scenario spec (ids as HELM assigns them); rebuilt only "
+                          "when the spec or the bytes of its data files change.")
+    def _asset(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
+        info = pipeline.build_dataset(medhelm.workspace(), context.partition_key)
+        return dg.MaterializeResult(
+            metadata={"dagster/row_count": info["num_instances"], "tier": info["tier"],
+                      "content_hash": info["content_hash"], "rebuilt": info["built"]},
+            data_version=dg.DataVersion(info["scenario_key"]))
+
+    return _asset
 
 
-@dg.asset(group_name="requests", partitions_def=runs_partitions, kinds={"duckdb"}, deps=[datasets],
+DATASET_ASSETS = {tier: _dataset_asset(tier) for tier in pipeline.TIERS}
+
+
+@dg.asset(group_name="requests", partitions_def=runs_partitions, kinds={"duckdb"},
+          deps=[dg.AssetDep(a, partition_mapping=dg.AllPartitionMapping()) for a in DATASET_ASSETS.values()],
           description="Prompts sent to the model: seed-0 sampling over valid+test, HELM's prompt layout.")
 def requests(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
     info = pipeline.build_requests(medhelm.workspace(), _run(context))
@@ -102,4 +116,4 @@ def scores(context: dg.AssetExecutionContext, medhelm: MedhelmResource):
                                          "helm_files": dg.MetadataValue.path(str(directory))})
 
 
-PER_RUN_ASSETS = [datasets, requests, completions, annotations, scores]
+PER_RUN_ASSETS = [requests, completions, annotations, scores]

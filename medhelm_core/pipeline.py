@@ -4,7 +4,7 @@ Each function takes a `Workspace` and one run (suite + HELM run name), reads its
 and replaces its own rows in one transaction. Dagster assets and the command line both call these,
 so there is one code path:
 
-    register_runs → build_dataset → build_requests → run_completions → run_annotations
+    register_runs → build_dataset (per scenario spec) → build_requests → run_completions → run_annotations
                   → compute_stats → write_run_files
 """
 from __future__ import annotations
@@ -99,18 +99,45 @@ def tier_of(run_spec: dict) -> str:
     return defn.tier
 
 
+TIERS = ("public", "gated", "private")
+
+
+def scenario_partition_key(scenario_spec: dict) -> str:
+    """A readable, stable name for one scenario spec: `<Class>:<arg>=<value>,...` (args sorted)."""
+    short = scenario_spec["class_name"].rsplit(".", 1)[-1]
+    args = scenario_spec.get("args") or {}
+    return short + ":" + ",".join(f"{k}={args[k]}" for k in sorted(args))
+
+
 def register_runs(ws: Workspace, suite: str, entries: list[tuple[Any, dict]]) -> list[RunRef]:
-    """Record what the suite asks for: (run entry, run spec) pairs from the confs."""
-    rows = []
+    """Record what the suite asks for: (run entry, run spec) pairs from the confs, and the scenario
+    specs (dataset partitions) they need."""
+    rows, scenario_rows = [], {}
     for entry, spec in entries:
         adapter = spec["adapter_spec"]
-        rows.append((suite, spec["name"], entry.description, entry.priority, entry.location, tier_of(spec), adapter.get("model"),
-                     adapter.get("model_deployment"), json.dumps(spec, ensure_ascii=False)))
+        tier = tier_of(spec)
+        rows.append((suite, spec["name"], entry.description, entry.priority, entry.location, tier,
+                     adapter.get("model"), adapter.get("model_deployment"), json.dumps(spec, ensure_ascii=False)))
+        sspec = spec["scenario_spec"]
+        scenario_rows[scenario_partition_key(sspec)] = (tier, json.dumps(sspec, ensure_ascii=False))
     with ws.store.transaction() as conn:
         conn.executemany(
             "INSERT OR REPLACE INTO run_entries (suite, run_name, description, priority, conf_path, tier, model,"
             " model_deployment, run_spec) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        conn.executemany("INSERT OR REPLACE INTO scenario_specs (partition_key, tier, scenario_spec) VALUES (?, ?, ?)",
+                         [(k, t, sp) for k, (t, sp) in scenario_rows.items()])
     return [RunRef(suite, spec["name"]) for _, spec in entries]
+
+
+def scenario_partitions(entries: list[tuple[Any, dict]]) -> dict[str, list[str]]:
+    """Dataset partitions per tier for these run specs, in first-use order."""
+    out: dict[str, list[str]] = {t: [] for t in TIERS}
+    for _, spec in entries:
+        key = scenario_partition_key(spec["scenario_spec"])
+        tier = tier_of(spec)
+        if key not in out[tier]:
+            out[tier].append(key)
+    return out
 
 
 def load_run_spec(ws: Workspace, run: RunRef) -> dict:
@@ -122,41 +149,55 @@ def load_run_spec(ws: Workspace, run: RunRef) -> dict:
     return json.loads(row[0])
 
 
+_DIGESTS: dict[tuple, str] = {}
+
+
 def _file_digest(path: str) -> str:
-    h = hashlib.sha256()
+    """sha256 of a file (or of a folder's files), cached by (path, size, mtime) within the process."""
     p = Path(path)
     files = sorted(q for q in p.rglob("*") if q.is_file()) if p.is_dir() else [p]
+    h = hashlib.sha256()
     for f in files:
+        st = f.stat()
+        memo = (str(f.resolve()), st.st_size, st.st_mtime_ns)
+        if memo not in _DIGESTS:
+            fh_hash = hashlib.sha256()
+            with open(f, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    fh_hash.update(chunk)
+            _DIGESTS[memo] = fh_hash.hexdigest()
         h.update(str(f).encode())
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
+        h.update(_DIGESTS[memo].encode())
     return h.hexdigest()
 
 
-def scenario_key(run_spec: dict) -> tuple[str, str]:
-    """(key, content hash) of a run's dataset: scenario class + args + bytes of its data files.
+def scenario_key(scenario_spec: dict) -> tuple[str, str]:
+    """(key, content hash) of a dataset: scenario class + args + bytes of its data files.
     A changed data file gives a new key, so everything downstream is rebuilt."""
-    sspec = run_spec["scenario_spec"]
-    defn = SCENARIOS[sspec["class_name"]]
-    files = defn.data_files(sspec["args"])
+    defn = SCENARIOS[scenario_spec["class_name"]]
+    files = defn.data_files(scenario_spec["args"])
     missing = [f for f in files if not os.path.exists(f)]
     if missing:
         # Let the scenario raise its own one-line error naming the file and the arg.
-        defn.load(sspec["args"])
-        raise MedhelmError(f"{run_spec['name']}: data file not found: {missing[0]}")
+        defn.load(scenario_spec["args"])
+        raise MedhelmError(f"{scenario_partition_key(scenario_spec)}: data file not found: {missing[0]}")
     content = stable_hash([(f, _file_digest(f)) for f in files])
-    return stable_hash({"scenario_spec": sspec, "content": content})[:24], content
+    return stable_hash({"scenario_spec": scenario_spec, "content": content})[:24], content
 
 
-def build_dataset(ws: Workspace, run: RunRef) -> dict:
-    """Instances of the run's scenario, ids assigned as HELM does. Skipped when already built."""
-    spec = load_run_spec(ws, run)
-    key, content = scenario_key(spec)
+def build_dataset(ws: Workspace, partition_key: str) -> dict:
+    """Instances of one scenario spec (ids assigned as HELM does). Skipped when the same spec and
+    the same data-file bytes were already built."""
+    with ws.store.connect() as conn:
+        row = conn.execute("SELECT scenario_spec FROM scenario_specs WHERE partition_key = ?",
+                           [partition_key]).fetchone()
+    if row is None:
+        raise MedhelmError(f"dataset {partition_key!r} is not used by any registered run entry")
+    sspec = json.loads(row[0])
+    key, content = scenario_key(sspec)
+    defn = SCENARIOS[sspec["class_name"]]
     with ws.store.connect() as conn:
         have = conn.execute("SELECT num_instances FROM datasets WHERE scenario_key = ?", [key]).fetchone()
-    sspec = spec["scenario_spec"]
-    defn = SCENARIOS[sspec["class_name"]]
     built = False
     if have is None:
         instances = adapt.assign_instance_ids(defn.load(sspec["args"]))
@@ -169,14 +210,21 @@ def build_dataset(ws: Workspace, run: RunRef) -> dict:
                 "INSERT OR REPLACE INTO datasets (scenario_key, class_name, args, tier, content_hash, num_instances,"
                 " scenario, scenario_metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [key, sspec["class_name"], json.dumps(sspec["args"]), defn.tier, content, len(rows),
-                 json.dumps(defn.metadata(sspec["args"])), json.dumps(defn.helm_metadata(sspec["args"]))])
+                 json.dumps(defn.metadata(sspec["args"])), json.dumps(_helm_metadata(defn, sspec["args"]))])
         n, built = len(rows), True
     else:
         n = have[0]
     with ws.store.transaction() as conn:
-        conn.execute("UPDATE run_entries SET scenario_key = ? WHERE suite = ? AND run_name = ?",
-                     [key, run.suite, run.run_name])
+        conn.execute("UPDATE scenario_specs SET scenario_key = ?, content_hash = ? WHERE partition_key = ?",
+                     [key, content, partition_key])
     return {"scenario_key": key, "content_hash": content, "num_instances": n, "built": built, "tier": defn.tier}
+
+
+def _helm_metadata(defn, args: dict) -> dict | None:
+    try:
+        return defn.helm_metadata(args)
+    except NotImplementedError:  # HELM's summarizer skips scenarios without get_metadata()
+        return None
 
 
 def _prompt_fitter(ws: Workspace, deployment_name: str):
@@ -207,13 +255,14 @@ def _prompt_fitter(ws: Workspace, deployment_name: str):
 def build_requests(ws: Workspace, run: RunRef) -> dict:
     spec = load_run_spec(ws, run)
     adapter_spec = spec["adapter_spec"]
+    key, _ = scenario_key(spec["scenario_spec"])
     with ws.store.connect() as conn:
-        key = conn.execute("SELECT scenario_key FROM run_entries WHERE suite = ? AND run_name = ?",
-                           [run.suite, run.run_name]).fetchone()[0]
+        built = conn.execute("SELECT 1 FROM datasets WHERE scenario_key = ?", [key]).fetchone()
         rows = conn.execute("SELECT instance FROM instances WHERE scenario_key = ? ORDER BY position",
                             [key]).fetchall()
-    if key is None or not rows and key is None:
-        raise MedhelmError(f"{run.run_name}: dataset not built yet")
+    if built is None:
+        raise MedhelmError(f"{run.run_name}: dataset {scenario_partition_key(spec['scenario_spec'])!r} is not built "
+                           f"(materialize its {tier_of(spec)}_datasets partition first)")
     instances = [json.loads(r[0]) for r in rows]
     sampled = adapt.downsample_eval_instances(instances, adapter_spec.get("max_eval_instances"),
                                               adapter_spec.get("eval_splits"))
@@ -226,6 +275,8 @@ def build_requests(ws: Workspace, run: RunRef) -> dict:
                     st["train_trial_index"], request_key(req["model_deployment"], req), req["model_deployment"],
                     req["prompt"], json.dumps(st, ensure_ascii=False)))
     with ws.store.transaction() as conn:
+        conn.execute("UPDATE run_entries SET scenario_key = ? WHERE suite = ? AND run_name = ?",
+                     [key, run.suite, run.run_name])
         conn.execute("DELETE FROM requests WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
         insert_rows(conn, "requests", ["suite", "run_name", "position", "instance_id", "split", "train_trial_index",
                                        "request_key", "model_deployment", "prompt", "request_state"], out)

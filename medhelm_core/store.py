@@ -26,6 +26,10 @@ DDL = [
         tier VARCHAR, scenario_key VARCHAR, model VARCHAR, model_deployment VARCHAR,
         run_spec JSON, requested_at TIMESTAMP DEFAULT current_timestamp,
         PRIMARY KEY (suite, run_name))""",
+    # The scenario specs the registered runs use: one dataset partition each.
+    """CREATE TABLE IF NOT EXISTS scenario_specs (
+        partition_key VARCHAR PRIMARY KEY, tier VARCHAR, scenario_spec JSON, scenario_key VARCHAR,
+        content_hash VARCHAR, registered_at TIMESTAMP DEFAULT current_timestamp)""",
     # Datasets: the instance list of one scenario spec (class + args + data-file contents).
     """CREATE TABLE IF NOT EXISTS datasets (
         scenario_key VARCHAR PRIMARY KEY, class_name VARCHAR, args JSON, tier VARCHAR,
