@@ -157,6 +157,20 @@ def _summarize(args) -> int:
         if isinstance(err, MedhelmError):
             raise err from None
         raise
-    target = f"releases/{args.release}" if args.release else f"runs/{args.suite}"
-    print(f"wrote {Path(args.output_path) / target}", file=sys.stderr)
+    target = Path(args.output_path) / (f"releases/{args.release}" if args.release else f"runs/{args.suite}")
+    _print_top_table(target)
+    print(f"wrote {target}", file=sys.stderr)
     return 0
+
+
+def _print_top_table(base: Path) -> None:
+    """Show the first leaderboard table (as HELM's page would, 3 decimals) on stdout."""
+    import json
+
+    from medhelm_core.summarize_files import top_table_markdown
+
+    schema_path = base / "schema.json"
+    if schema_path.exists():
+        table = top_table_markdown(base, json.loads(schema_path.read_text(encoding="utf-8")))
+        if table:
+            print(table)

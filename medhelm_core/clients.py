@@ -4,9 +4,12 @@
 the request exactly as HELM's `OpenAIClient._make_chat_raw_request` does: the prompt becomes one
 user message; reasoning models (engine `o<digit>…` or `gpt-5…`) get `max_completion_tokens` and
 no temperature/top_p/penalties; the answer goes through the deployment's output processor and
-HELM's `truncate_sequence`. Transient failures (429, 5xx, timeouts, connection errors) are retried
-with back-off honouring `Retry-After`/`retry-after-ms`; content-policy blocks become HELM's
-non-fatal empty completion.
+HELM's `truncate_sequence`. `attempt()` sends a request once and classifies the outcome (`Attempt`:
+ok / content_filter / rate_limited / server_error / timeout / connection / fatal / fatal_endpoint),
+with the rate-limit headers and the token usage the API reported; the completion engine schedules
+retries, limits and costs around it. Content-policy blocks become HELM's non-fatal empty
+completion. `complete()` is the simple blocking loop (retry with back-off honouring
+`Retry-After`/`retry-after-ms`) for direct callers. No error text carries the API key.
 """
 from __future__ import annotations
 
@@ -14,10 +17,13 @@ import random
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import openai
+
+from medhelm_core.ratelimit import (CONNECTION, CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, RATE_LIMITED, SERVER_ERROR,
+                                    TIMEOUT, TRANSIENT, rate_limit_headers, retry_after_seconds)
 
 # HELM's OpenAIClientUtils error texts whose requests end as a non-fatal result.
 _SAFETY_EMPTY_COMPLETION = (
@@ -93,32 +99,59 @@ class TransientError(Exception):
 
 @dataclass
 class RetryPolicy:
+    """Retries of `complete()` (the engine uses the deployment settings instead)."""
+
     max_attempts: int = 6
     base_delay_s: float = 0.5
     max_delay_s: float = 60.0
 
     def delay(self, attempt: int, retry_after_s: float | None) -> float:
         if retry_after_s is not None:
-            return min(retry_after_s, self.max_delay_s)
+            return min(retry_after_s, self.max_delay_s) * (1.0 + random.random() * 0.1)
         backoff = min(self.max_delay_s, self.base_delay_s * (2 ** (attempt - 1)))
         return backoff * (0.5 + random.random() / 2)  # jitter
 
 
 def _retry_after_seconds(err: openai.APIStatusError) -> float | None:
-    headers = getattr(err.response, "headers", None) or {}
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return float(ms) / 1000.0
-        except ValueError:
-            pass
-    secs = headers.get("retry-after")
-    if secs:
-        try:
-            return float(secs)
-        except ValueError:
-            return None
-    return None
+    return retry_after_seconds(_headers_of(err))
+
+
+def _headers_of(obj) -> dict[str, str]:
+    headers = getattr(getattr(obj, "response", obj), "headers", None)
+    if not headers:
+        return {}
+    return {k.lower(): v for k, v in headers.items()}
+
+
+@dataclass
+class Attempt:
+    """One HTTP attempt, classified.
+
+    kind: `ok`; `content_filter` (HELM's non-fatal result: `result` is the empty completion HELM
+    scores, never retried); `rate_limited` (429), `server_error` (5xx, 408, 409), `timeout`,
+    `connection` (transient: retried with back-off); `fatal` (this request is bad: 400, 422, ...);
+    `fatal_endpoint` (no request to this deployment can succeed: 401, 403, 404).
+    """
+
+    kind: str
+    result: dict | None = None
+    message: str = ""
+    status: int | None = None
+    retry_after_s: float | None = None
+    headers: dict[str, str] = field(default_factory=dict)  # rate-limit headers only
+    usage: dict | None = None
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        return (self.usage or {}).get("prompt_tokens")
+
+    @property
+    def completion_tokens(self) -> int | None:
+        return (self.usage or {}).get("completion_tokens")
+
+
+_SECRET_LIKE = re.compile(r"(sk|pk|rk|key)-[A-Za-z0-9_\-\*\.]{4,}", re.IGNORECASE)
+_BEARER = re.compile(r"(?i)bearer\s+\S+")
 
 
 class OpenAICompatibleClient:
@@ -126,14 +159,28 @@ class OpenAICompatibleClient:
 
     def __init__(self, base_url: str | None, api_key: str, openai_model_name: str | None = None,
                  output_processor: str | None = None, timeout_s: float = 600.0,
-                 retry: RetryPolicy | None = None, max_concurrency: int = 8):
+                 retry: RetryPolicy | None = None, max_concurrency: int | None = None):
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s)
+        self._secret = api_key or ""
         self.openai_model_name = openai_model_name
         self.output_processor = OUTPUT_PROCESSORS.get(output_processor) if output_processor else None
         if output_processor and self.output_processor is None:
             raise ValueError(f"unknown output_processor {output_processor!r}")
         self.retry = retry or RetryPolicy()
-        self.slots = threading.BoundedSemaphore(max_concurrency)
+        # Concurrency is the engine's job (ratelimit.EndpointLimiter); `max_concurrency` only
+        # bounds direct callers of complete().
+        self.slots = threading.BoundedSemaphore(max_concurrency) if max_concurrency else None
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatibleClient(base_url={str(self._client.base_url)!r}, model={self.openai_model_name!r})"
+
+    def redact(self, text: str) -> str:
+        """Error texts without the key (nor anything key-shaped, nor Authorization values)."""
+        text = str(text)
+        if len(self._secret) >= 4:
+            text = text.replace(self._secret, "***")
+        text = _BEARER.sub("Bearer ***", text)
+        return _SECRET_LIKE.sub(lambda m: m.group(1) + "-***", text)
 
     def raw_request(self, request: dict) -> dict[str, Any]:
         engine = request["model"].split("/", 1)[1] if "/" in request["model"] else request["model"]
@@ -157,44 +204,32 @@ class OpenAICompatibleClient:
                 raw.pop(key, None)
         return raw
 
-    def _call_once(self, raw: dict[str, Any]) -> dict[str, Any]:
+    def attempt(self, request: dict, raw: dict[str, Any] | None = None) -> Attempt:
+        """Send the request once and classify what came back. Never raises for HTTP outcomes."""
+        raw = raw if raw is not None else self.raw_request(request)
+        start = time.time()
         try:
-            with self.slots:
-                return self._client.chat.completions.create(**raw).model_dump(mode="json")
-        except openai.RateLimitError as e:
-            raise TransientError(f"rate limited (HTTP 429): {e.message}", _retry_after_seconds(e)) from None
-        except openai.InternalServerError as e:
-            raise TransientError(f"server error (HTTP {e.status_code}): {e.message}",
-                                 _retry_after_seconds(e)) from None
+            if self.slots is not None:
+                with self.slots:
+                    response = self._client.chat.completions.with_raw_response.create(**raw)
+            else:
+                response = self._client.chat.completions.with_raw_response.create(**raw)
+            headers = rate_limit_headers(response.headers)
+            body = response.parse().model_dump(mode="json")
+        except openai.APIStatusError as e:
+            return self._status_error(e)
         except openai.APITimeoutError:
-            raise TransientError("request timed out") from None
+            return Attempt(TIMEOUT, message="request timed out")
         except openai.APIConnectionError as e:
-            raise TransientError(f"connection error: {e.__cause__ or e}") from None
-
-    def complete(self, request: dict, on_retry: Callable[[str], None] | None = None) -> dict:
-        """Returns a RequestResult dict; raises `RequestFailed` when retries are exhausted or the
-        error is fatal (HELM aborts the run then)."""
-        raw = self.raw_request(request)
-        attempt = 0
-        while True:
-            attempt += 1
-            start = time.time()
-            try:
-                response = self._call_once(raw)
-                break
-            except TransientError as e:
-                if attempt >= self.retry.max_attempts:
-                    raise RequestFailed(f"{e} (after {attempt} attempts)", attempts=attempt) from None
-                if on_retry:
-                    on_retry(str(e))
-                time.sleep(self.retry.delay(attempt, e.retry_after_s))
-            except openai.APIStatusError as e:
-                return self._error_result(str(e), e.message, attempt)
+            return Attempt(CONNECTION, message=self.redact(f"connection error: {e.__cause__ or e}"))
         elapsed = time.time() - start
-        completions = []
-        for choice in response["choices"]:
+        usage = body.get("usage")
+        for choice in body.get("choices") or []:
             if choice.get("finish_reason") == "content_filter":
-                return _non_fatal("Content blocked by OpenAI filter", attempt)
+                return Attempt(CONTENT_FILTER, result=_non_fatal("Content blocked by OpenAI filter", 1),
+                               message="Content blocked by OpenAI filter", status=200, headers=headers, usage=usage)
+        completions = []
+        for choice in body.get("choices") or []:
             content = choice["message"].get("content") or ""
             if self.output_processor:
                 content = self.output_processor(content)
@@ -205,26 +240,63 @@ class OpenAICompatibleClient:
             if reasoning is not None:
                 completion["thinking"] = {"text": reasoning}
             completions.append(truncate_sequence(completion, request))
-        return {"success": True, "embedding": [], "completions": completions, "cached": False,
-                "request_time": elapsed, "request_datetime": int(start), "_attempts": attempt}
+        result = {"success": True, "embedding": [], "completions": completions, "cached": False,
+                  "request_time": elapsed, "request_datetime": int(start)}
+        return Attempt(OK, result=result, status=200, headers=headers, usage=usage)
 
-    def _error_result(self, full: str, message: str, attempt: int) -> dict:
+    def _status_error(self, e: openai.APIStatusError) -> Attempt:
+        headers = rate_limit_headers(_headers_of(e))
+        retry_after = retry_after_seconds(headers)
+        status = e.status_code
+        message = self.redact(e.message)
+        if status == 429:
+            return Attempt(RATE_LIMITED, message=f"rate limited (HTTP 429): {message}", status=status,
+                           retry_after_s=retry_after, headers=headers)
+        if status >= 500 or status in (408, 409):
+            return Attempt(SERVER_ERROR, message=f"server error (HTTP {status}): {message}", status=status,
+                           retry_after_s=retry_after, headers=headers)
+        non_fatal = self._error_result(str(e), 1)
+        if non_fatal is not None:
+            return Attempt(CONTENT_FILTER, result=non_fatal, message=non_fatal.get("error") or "content filtered",
+                           status=status, headers=headers)
+        kind = FATAL_ENDPOINT if status in (401, 403, 404) else FATAL
+        return Attempt(kind, message=f"OpenAI error (HTTP {status}): {message}", status=status, headers=headers)
+
+    def complete(self, request: dict, on_retry: Callable[[str], None] | None = None) -> dict:
+        """Returns a RequestResult dict (with `_attempts`); raises `RequestFailed` when retries are
+        exhausted or the error is fatal (HELM aborts the run then). The engine does not use this:
+        it calls `attempt()` and schedules retries itself."""
+        raw = self.raw_request(request)
+        attempt = 0
+        while True:
+            attempt += 1
+            got = self.attempt(request, raw)
+            if got.result is not None:
+                return {**got.result, "_attempts": attempt}
+            if got.kind not in TRANSIENT:
+                raise RequestFailed(got.message, attempts=attempt)
+            if attempt >= self.retry.max_attempts:
+                raise RequestFailed(f"{got.message} (after {attempt} attempts)", attempts=attempt)
+            if on_retry:
+                on_retry(got.message)
+            time.sleep(self.retry.delay(attempt, got.retry_after_s))
+
+    def _error_result(self, full: str, attempt: int) -> dict | None:
         if any(s in full for s in _SAFETY_EMPTY_COMPLETION):
             empty = {"text": "", "logprob": 0, "tokens": [],
                      "finish_reason": {"reason": CONTENT_POLICY_VIOLATED_FINISH_REASON}}
             return {"success": True, "embedding": [], "completions": [empty], "cached": False,
-                    "request_time": 0, "_attempts": attempt}
+                    "request_time": 0}
         for needle, error in _NON_FATAL_ERRORS.items():
             if needle in full:
                 return _non_fatal(error, attempt)
-        raise RequestFailed(f"OpenAI error: {message}", attempts=attempt)
+        return None
 
 
 def _non_fatal(error: str, attempt: int) -> dict:
     """HELM's executor turns a non-fatal failure into one empty completion."""
     return {"success": False, "embedding": [], "completions": [{"text": "", "logprob": 0, "tokens": []}],
-            "cached": False, "error": error, "error_flags": {"is_retriable": False, "is_fatal": False},
-            "_attempts": attempt}
+            "cached": False, "error": error, "error_flags": {"is_retriable": False, "is_fatal": False}}
 
 
 class RequestFailed(Exception):
@@ -243,7 +315,8 @@ OPENAI_COMPATIBLE_CLIENTS = {
 }
 
 
-def client_for_deployment(deployment, credentials, max_concurrency: int = 8) -> OpenAICompatibleClient:
+def client_for_deployment(deployment, credentials, max_concurrency: int | None = None,
+                          timeout_s: float = 600.0) -> OpenAICompatibleClient:
     """Build the client a HELM `model_deployments.yaml` entry describes (key from credentials/env)."""
     from medhelm_core.conf.deployments import resolve_api_key, resolve_base_url
     from medhelm_core.registry import MedhelmError
@@ -260,4 +333,5 @@ def client_for_deployment(deployment, credentials, max_concurrency: int = 8) -> 
         openai_model_name=args.get("openai_model_name"),
         output_processor=args.get("output_processor"),
         max_concurrency=max_concurrency,
+        timeout_s=timeout_s,
     )

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from medhelm_core import adapt, jury
 from medhelm_core.engine import CompletionEngine, EngineReport, Job
 from medhelm_core.helm_files import run_dir, write_run_files
-from medhelm_core.registry import ANNOTATORS, SCENARIOS, MedhelmError, load_all
+from medhelm_core.registry import ANNOTATORS, SCENARIOS, LocalAnnotatorDef, MedhelmError, load_all
 from medhelm_core.store import Store, insert_rows, request_key, stable_hash
 
 
@@ -50,11 +50,15 @@ class Workspace:
     progress: Callable[[int, int], None] | None = None
     _deployments: dict | None = field(default=None, repr=False)
     _clients: dict = field(default_factory=dict, repr=False)
+    _settings: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.output_path = Path(self.output_path)
         self.local_path = Path(self.local_path)
         self.store = Store.in_output_path(self.output_path)
+        from medhelm_core import data_sources
+
+        data_sources.set_cache_root(self.output_path / "scenarios")  # online downloads, as HELM's
         load_all()
 
     # -- deployments and clients -----------------------------------------------------------
@@ -76,8 +80,30 @@ class Workspace:
             from medhelm_core.conf.deployments import load_credentials
 
             self._clients[name] = client_for_deployment(self.deployment(name), load_credentials(self.local_path),
-                                                        max_concurrency=self.num_threads)
+                                                        timeout_s=self.deployment_settings(name).timeout_s)
         return self._clients[name]
+
+    @property
+    def settings(self):
+        """medhelm's per-deployment limits and prices (`conf/deployments.yaml`, then
+        `<local_path>/medhelm_deployments.yaml`); see `medhelm_core.ratelimit`."""
+        if self._settings is None:
+            from medhelm_core.ratelimit import SettingsRegistry
+
+            self._settings = SettingsRegistry.load(self.local_path)
+        return self._settings
+
+    def deployment_settings(self, name: str):
+        return self.settings.for_deployment(name)
+
+    def token_counter(self, name: str) -> Callable[[str], int]:
+        """Prompt tokens as the deployment's tokenizer counts them (~4 characters a token without one)."""
+        from medhelm_core.tokenizers import TokenizerError, get_tokenizer
+
+        try:
+            return get_tokenizer(self.deployment(name).tokenizer_name).count
+        except (TokenizerError, MedhelmError):
+            return lambda text: max(1, len(text) // 4)
 
     def model_metadata_paths(self) -> list[Path]:
         """Model display names: the project's conf/model_metadata.yaml, then prod_env's."""
@@ -86,8 +112,12 @@ class Workspace:
         local = self.local_path / "model_metadata.yaml"
         return [DEFAULT_MODEL_METADATA_PATH] + ([local] if local.exists() else [])
 
-    def engine(self) -> CompletionEngine:
-        return CompletionEngine(self.store, self.client, num_threads=self.num_threads, progress=self.progress)
+    def engine(self, label: str = "") -> CompletionEngine:
+        from medhelm_core.engine import CONTROLS
+
+        return CompletionEngine(self.store, self.client, num_threads=self.num_threads, progress=self.progress,
+                                settings_for=self.deployment_settings, tokens_for=self.token_counter,
+                                budget=CONTROLS.budget, progress_factory=CONTROLS.progress_factory, label=label)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,7 +325,9 @@ def run_completions(ws: Workspace, run: RunRef) -> EngineReport:
     if not rows:
         raise MedhelmError(f"{run.run_name}: no requests built yet")
     jobs = [Job(k, dep, json.loads(state)["request"]) for _, k, dep, state in rows]
-    _, report = ws.engine().run(jobs)
+    _, report = ws.engine(f"{run.run_name} completions").run(jobs)
+    if report.budget_stopped:
+        _budget_stop(ws, run, report, "model requests")
     if report.failed:
         first = next(iter(report.errors.values()))
         raise MedhelmError(f"{run.run_name}: {report.failed} of {len(jobs)} requests failed "
@@ -333,12 +365,13 @@ def load_request_states(ws: Workspace, run: RunRef, with_annotations: bool = Tru
 
 def run_annotations(ws: Workspace, run: RunRef) -> dict:
     spec = load_run_spec(ws, run)
-    juries = []
+    juries, local_annotators = [], []
     for aspec in spec.get("annotators") or []:
         factory = ANNOTATORS.get(aspec["class_name"])
         if factory is None:
             raise MedhelmError(f"{run.run_name}: no annotator implementation for {aspec['class_name']}")
-        juries.append(factory(aspec["args"]))
+        defn = factory(aspec["args"])
+        (local_annotators if isinstance(defn, LocalAnnotatorDef) else juries).append(defn)
     states = load_request_states(ws, run, with_annotations=False)
     plan = []  # (position, instance_id, jury, prompt, [(judge, info, key, request)])
     jobs = []
@@ -353,7 +386,9 @@ def run_annotations(ws: Workspace, run: RunRef) -> dict:
                     calls.append((judge, info, key))
                     jobs.append(Job(key, info["model_deployment"], req))
             plan.append((pos, st["instance"]["id"], j, prompt, calls))
-    results, report = ws.engine().run(jobs) if jobs else ({}, EngineReport())
+    results, report = ws.engine(f"{run.run_name} judges").run(jobs) if jobs else ({}, EngineReport())
+    if report.budget_stopped:
+        _budget_stop(ws, run, report, "judge requests")  # before writing: no verdict from a call never made
     ann_rows, verdict_rows = [], []
     counts: dict[str, int] = {}
     for pos, iid, j, prompt, calls in plan:
@@ -378,6 +413,10 @@ def run_annotations(ws: Workspace, run: RunRef) -> dict:
                                  json.dumps(v.parsed) if v.parsed is not None else None, v.error))
         ann_rows.append((run.suite, run.run_name, pos, iid, j.name,
                          json.dumps(jury.assemble_annotation(prompt, verdicts), ensure_ascii=False)))
+    for pos, st in enumerate(states):  # local annotators (e.g. EhrSqlAnnotator): no model, no verdicts
+        for la in local_annotators:
+            ann_rows.append((run.suite, run.run_name, pos, st["instance"]["id"], la.name,
+                             json.dumps(la.annotate(st), ensure_ascii=False)))
     with ws.store.transaction() as conn:
         conn.execute("DELETE FROM annotations WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
         conn.execute("DELETE FROM judge_verdicts WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
@@ -387,7 +426,17 @@ def run_annotations(ws: Workspace, run: RunRef) -> dict:
                                              "judge_deployment", "status", "request_key", "raw_text", "parsed",
                                              "error"], verdict_rows)
     return {"annotated": len(ann_rows), "judge_calls_new": report.new, "judge_calls_reused": report.reused,
-            "statuses": counts}
+            "statuses": counts, "report": report}
+
+
+def _budget_stop(ws: Workspace, run: RunRef, report: EngineReport, what: str):
+    from medhelm_core.costs import BudgetExhausted
+    from medhelm_core.engine import CONTROLS
+
+    budget = CONTROLS.budget
+    head = budget.message() if budget is not None else "budget reached"
+    raise BudgetExhausted(f"{head} Stopped in {run.run_name}: {report.skipped} {what} not sent "
+                          f"({report.new} new, {report.reused} already stored).")
 
 
 STAT_COLUMNS = ["ordinal", "name", "split", "sub_split", "perturbation", "count", "sum", "sum_squared", "min",
@@ -464,7 +513,7 @@ def _jury_score_rows(run: RunRef, spec: dict, states: list[dict]) -> list[tuple]
 
 def write_files(ws: Workspace, run: RunRef, computed: dict | None = None) -> Path:
     """Write the run's HELM files from DuckDB."""
-    computed = computed or _recompute_for_files(ws, run)
+    computed = computed or stored_run_outputs(ws, run)
     spec = computed["run_spec"]
     defn = SCENARIOS[spec["scenario_spec"]["class_name"]]
     directory = run_dir(ws.output_path, run.suite, run.run_name)
@@ -473,8 +522,8 @@ def write_files(ws: Workspace, run: RunRef, computed: dict | None = None) -> Pat
     return directory
 
 
-def _recompute_for_files(ws: Workspace, run: RunRef) -> dict:
-    """Rebuild stats/per_instance_stats dicts from the stored rows (no metric recomputation)."""
+def stored_run_outputs(ws: Workspace, run: RunRef) -> dict:
+    """The run spec, request states, stats and per-instance stats as stored (no recomputation)."""
     spec = load_run_spec(ws, run)
     states = load_request_states(ws, run)
     with ws.store.connect() as conn:
@@ -533,9 +582,15 @@ def validate_runs(ws: Workspace, entries: list[tuple[Any, dict]]) -> None:
             factory = ANNOTATORS.get(aspec["class_name"])
             if factory is None:
                 raise MedhelmError(f"{where}: annotator {aspec['class_name']} is not implemented")
-            names += [j["model_deployment"] for j in factory(aspec["args"]).judges.values()]
+            names += [j["model_deployment"] for j in getattr(factory(aspec["args"]), "judges", {}).values()]
+        from medhelm_core.engine import CONTROLS
+
         for name in names:
             try:
                 ws.client(name)
             except MedhelmError as e:
                 raise MedhelmError(f"{where}: {e}") from None
+            if CONTROLS.budget is not None and not ws.deployment_settings(name).priced:
+                raise MedhelmError(f"{where}: --budget needs a price for deployment {name!r}: set input_per_million "
+                                   f"and output_per_million for it in {ws.settings.describe()} or "
+                                   f"{ws.local_path}/medhelm_deployments.yaml")

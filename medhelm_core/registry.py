@@ -66,8 +66,8 @@ def register_scenario(defn: ScenarioDef) -> ScenarioDef:
 
 
 def load_all() -> None:
-    """Import every module that registers run-spec functions and scenarios."""
-    from medhelm_core import annotators, runspecs, scenarios  # noqa: F401  (imports register)
+    """Import every module that registers run-spec functions, scenarios and annotators."""
+    from medhelm_core import annotators, annotators_public, runspecs, scenarios  # noqa: F401  (imports register)
 
 
 @dataclass(frozen=True)
@@ -86,12 +86,24 @@ class JuryDef:
     judges: dict[str, dict[str, str]]
 
 
-# Keyed by HELM's annotator class_name; called with the AnnotatorSpec's args.
-ANNOTATORS: dict[str, Callable[[dict[str, Any]], JuryDef]] = {}
+@dataclass(frozen=True)
+class LocalAnnotatorDef:
+    """An annotator that runs here, without a model (HELM's non-LLM annotators, e.g. EhrSqlAnnotator
+    which executes SQL): `annotate(request_state)` returns the annotation HELM stores under `name`
+    in `request_state.annotations`. The factory is called once per run, so `annotate` may keep
+    per-run state (the pipeline calls it on the run's request states in order)."""
+
+    name: str
+    annotate: Callable[[dict[str, Any]], Any]
+
+
+# Keyed by HELM's annotator class_name; called with the AnnotatorSpec's args. A factory returns a
+# JuryDef (an LLM jury, run through the completion engine) or a LocalAnnotatorDef.
+ANNOTATORS: dict[str, Callable[[dict[str, Any]], "JuryDef | LocalAnnotatorDef"]] = {}
 
 
 def register_annotator(class_name: str) -> Callable:
-    def register(fn: Callable[[dict[str, Any]], JuryDef]) -> Callable[[dict[str, Any]], JuryDef]:
+    def register(fn: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
         if class_name in ANNOTATORS:
             raise RuntimeError(f"annotator {class_name!r} registered twice")
         ANNOTATORS[class_name] = fn

@@ -73,6 +73,24 @@ DDL = [
 ]
 
 
+# Additive changes, applied to new and old files alike (old DBs keep working; old rows get NULLs).
+MIGRATIONS = [
+    # Token usage the API reported, the cost at the price then in force, and what the outcome was:
+    # `ok`, or `content_filter` (HELM's non-fatal empty completion, stored so it is not paid twice).
+    "ALTER TABLE completions ADD COLUMN IF NOT EXISTS prompt_tokens BIGINT",
+    "ALTER TABLE completions ADD COLUMN IF NOT EXISTS completion_tokens BIGINT",
+    "ALTER TABLE completions ADD COLUMN IF NOT EXISTS usage JSON",
+    "ALTER TABLE completions ADD COLUMN IF NOT EXISTS cost_usd DOUBLE",
+    "ALTER TABLE completions ADD COLUMN IF NOT EXISTS outcome VARCHAR",
+    # rate_limited / server_error / timeout / connection (retries exhausted), fatal, fatal_endpoint.
+    "ALTER TABLE completion_errors ADD COLUMN IF NOT EXISTS kind VARCHAR",
+    # Requests being asked right now, so that two processes never ask the same one: a claim whose
+    # owner process is gone (or silent for longer than the lease) is taken over.
+    """CREATE TABLE IF NOT EXISTS completion_claims (
+        request_key VARCHAR PRIMARY KEY, owner VARCHAR, heartbeat DOUBLE)""",
+]
+
+
 def request_key(deployment: str, request: dict) -> str:
     payload = json.dumps({"deployment": deployment, "request": request}, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
@@ -101,11 +119,15 @@ class Store:
             conn = duckdb.connect(str(self.path), read_only=read_only)
             try:
                 if not self._initialised and not read_only:
-                    for ddl in DDL:
+                    for ddl in DDL + MIGRATIONS:
                         conn.execute(ddl)
+                    from medhelm_core.costs import COST_DDL
+
                     from medhelm_core.summarize.tables import ensure_input_tables
 
                     ensure_input_tables(conn)
+                    for ddl in COST_DDL:
+                        conn.execute(ddl)
                     self._initialised = True
                 yield conn
             finally:

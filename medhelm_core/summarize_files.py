@@ -21,15 +21,16 @@ def write_leaderboard_files(ws) -> dict:
     schema = json.loads((base / "schema.json").read_text(encoding="utf-8"))
     for suite, run_name in runs:
         run = pipeline.RunRef(suite, run_name)
-        computed = pipeline._recompute_for_files(ws, run)
+        computed = pipeline.stored_run_outputs(ws, run)
         write_display_files(run_dir(ws.output_path, suite, run_name), computed["run_spec"],
                             computed["request_states"], computed["per_instance_stats"], schema)
     return {"directory": str(base), "runs_with_display_files": len(runs),
             "top_table_markdown": top_table_markdown(base, schema)}
 
 
-def top_table_markdown(base: Path, schema: dict) -> str:
-    """The first table of the first run group, as markdown (for the Dagster UI)."""
+def top_table_markdown(base: Path, schema: dict, skip_empty_columns: bool = True) -> str:
+    """The first table of the first run group as markdown, values shown as HELM's page shows them
+    (3 decimals, "-" when missing); columns no model has a value for are left out."""
     groups = schema.get("run_groups") or []
     if not groups:
         return ""
@@ -37,12 +38,14 @@ def top_table_markdown(base: Path, schema: dict) -> str:
     if not path.exists():
         return ""
     table = json.loads(path.read_text(encoding="utf-8"))[0]
-    header = [h.get("value", "") for h in table["header"]]
+    keep = [i for i, _ in enumerate(table["header"])
+            if i == 0 or not skip_empty_columns or any(row[i].get("value") is not None for row in table["rows"])]
+    header = [table["header"][i].get("value", "") for i in keep]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in table["rows"]:
         cells = []
-        for c in row:
-            v = c.get("value")
+        for i in keep:
+            v = row[i].get("value")
             cells.append("-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)))
         lines.append("| " + " | ".join(cells) + " |")
     return f"**{table.get('title', '')}**\n\n" + "\n".join(lines)

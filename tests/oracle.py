@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-if not SHARED.exists():  # CI lays shared/ beside the clone, wherever that is
-    SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+# ../shared beside the checkout (as in every session and in CI), or wherever MEDHELM_SHARED says.
+SHARED = Path(os.environ.get("MEDHELM_SHARED") or Path(__file__).resolve().parents[2] / "shared")
 SYNTHETIC = SHARED / "oracle" / "synthetic"
 PUBLIC = SHARED / "oracle" / "public"
 MOCK_SERVER = SHARED / "tools" / "mock_openai_server.py"

@@ -1,0 +1,90 @@
+"""DuckDB tables of the published-results import (all in `<output-path>/medhelm.duckdb`).
+
+A *target* is what was imported: a release (`releases/<R>/`, summarized from several suites) or
+a suite summarized on its own (`runs/<S>/`).  Published suites keep their names in the
+`published_*` tables; in the summarize input tables (`runs`, `run_stats`) they appear under
+`published_suites.local_suite` (= the published name unless `--suite-prefix` was given).
+"""
+from __future__ import annotations
+
+import duckdb
+
+STAT_VALUE_COLUMNS = """count BIGINT, sum DOUBLE, sum_squared DOUBLE, min DOUBLE, max DOUBLE, mean DOUBLE,
+        variance DOUBLE, stddev DOUBLE"""
+
+DDL = [
+    # The manifest: one row per object ever fetched, with the version it had. An object whose
+    # (version, size) is unchanged is not fetched again.  status: ok | corrupt.
+    """CREATE TABLE IF NOT EXISTS published_objects (
+        source VARCHAR NOT NULL, key VARCHAR NOT NULL, kind VARCHAR, version VARCHAR, size BIGINT,
+        status VARCHAR, error VARCHAR, fetched_at TIMESTAMP DEFAULT current_timestamp,
+        PRIMARY KEY (source, key))""",
+    """CREATE TABLE IF NOT EXISTS published_targets (
+        target VARCHAR PRIMARY KEY, mode VARCHAR, source VARCHAR, suites VARCHAR[], local_suites VARCHAR[],
+        date VARCHAR, data_version VARCHAR, imported_at TIMESTAMP DEFAULT current_timestamp)""",
+    """CREATE TABLE IF NOT EXISTS published_suites (
+        suite VARCHAR PRIMARY KEY, local_suite VARCHAR, source VARCHAR, runs INTEGER,
+        imported_at TIMESTAMP DEFAULT current_timestamp)""",
+    # summary.json, schema.json, groups.json, runs_to_run_suites.json, groups/<group>.json as published
+    """CREATE TABLE IF NOT EXISTS published_documents (
+        target VARCHAR, name VARCHAR, key VARCHAR, content JSON, PRIMARY KEY (target, name))""",
+    """CREATE TABLE IF NOT EXISTS published_runs (
+        suite VARCHAR, run_name VARCHAR, spec_name VARCHAR, model VARCHAR, model_deployment VARCHAR,
+        groups VARCHAR[], run_spec JSON, run_path VARCHAR, PRIMARY KEY (suite, run_name))""",
+    f"""CREATE TABLE IF NOT EXISTS published_run_stats (
+        suite VARCHAR, run_name VARCHAR, ordinal INTEGER, name VARCHAR, split VARCHAR, sub_split VARCHAR,
+        perturbation JSON, perturbation_name VARCHAR, computed_on VARCHAR, {STAT_VALUE_COLUMNS})""",
+    f"""CREATE TABLE IF NOT EXISTS published_instance_stats (
+        suite VARCHAR, run_name VARCHAR, entry_pos INTEGER, instance_id VARCHAR, train_trial_index INTEGER,
+        instance_perturbation JSON, ordinal INTEGER, name VARCHAR, split VARCHAR, sub_split VARCHAR,
+        perturbation JSON, perturbation_name VARCHAR, {STAT_VALUE_COLUMNS})""",
+    """CREATE TABLE IF NOT EXISTS published_completions (
+        suite VARCHAR, run_name VARCHAR, position INTEGER, instance_id VARCHAR, split VARCHAR,
+        train_trial_index INTEGER, reference_index INTEGER, request_mode VARCHAR, model_deployment VARCHAR,
+        prompt VARCHAR, completion VARCHAR, success BOOLEAN, instance JSON, output_mapping JSON, request JSON,
+        result JSON, num_train_instances INTEGER, prompt_truncated BOOLEAN, num_conditioning_tokens INTEGER)""",
+    """CREATE TABLE IF NOT EXISTS published_annotations (
+        suite VARCHAR, run_name VARCHAR, position INTEGER, instance_id VARCHAR, annotator VARCHAR,
+        annotation JSON)""",
+    # Every cell of every table of releases/<R>/groups/<group>.json (or runs/<S>/groups/...), as published.
+    """CREATE TABLE IF NOT EXISTS published_leaderboard_cells (
+        target VARCHAR, group_name VARCHAR, table_pos INTEGER, table_name VARCHAR, table_title VARCHAR,
+        row_pos INTEGER, row_name VARCHAR, model_deployment VARCHAR, model VARCHAR, col_idx INTEGER,
+        column_name VARCHAR, metric VARCHAR, run_group VARCHAR, perturbation VARCHAR, is_aggregate BOOLEAN,
+        value DOUBLE, description VARCHAR, run_count BIGINT, bold BOOLEAN, run_spec_names VARCHAR[])""",
+    # What the last import of a target could not use: corrupt objects and missing stats/run specs.
+    """CREATE TABLE IF NOT EXISTS published_problems (
+        target VARCHAR, key VARCHAR, uri VARCHAR, problem VARCHAR, message VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS leaderboard_comparison (
+        release VARCHAR, group_name VARCHAR, table_pos INTEGER, table_name VARCHAR, table_title VARCHAR,
+        row_pos INTEGER, row_name VARCHAR, model_deployment VARCHAR, model VARCHAR, col_idx INTEGER,
+        column_name VARCHAR, metric VARCHAR, run_group VARCHAR, is_aggregate BOOLEAN,
+        published_value DOUBLE, rebuilt_value DOUBLE, abs_diff DOUBLE, equal BOOLEAN,
+        published_count BIGINT, rebuilt_count BIGINT, cause VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS rescore_comparison (
+        suite VARCHAR, run_name VARCHAR, level VARCHAR, instance_id VARCHAR, train_trial_index INTEGER,
+        name VARCHAR, split VARCHAR, sub_split VARCHAR, perturbation_name VARCHAR, occurrence INTEGER,
+        published_count BIGINT, rescored_count BIGINT, published_sum DOUBLE, rescored_sum DOUBLE,
+        published_mean DOUBLE, rescored_mean DOUBLE, abs_diff DOUBLE, equal BOOLEAN, cause VARCHAR)""",
+]
+
+TABLE_DOCS = {
+    "published_objects": "import manifest: source, key, kind, version, size, status (ok/corrupt), error",
+    "published_targets": "imported releases/suites: target, mode, source, suites, local_suites, date",
+    "published_suites": "published suite → local_suite (its name in runs/run_stats)",
+    "published_documents": "release-level JSON files as published",
+    "published_runs": "one row per published run directory (run_spec.json)",
+    "published_run_stats": "stats.json rows (columns as run_stats)",
+    "published_instance_stats": "per_instance_stats.json rows",
+    "published_completions": "scenario_state.json request states (--with-completions)",
+    "published_annotations": "scenario_state.json annotations per request state and annotator",
+    "published_leaderboard_cells": "every cell of groups/<group>.json as published",
+    "published_problems": "corrupt or missing objects of the last import of a target",
+    "leaderboard_comparison": "published vs rebuilt cell by cell",
+    "rescore_comparison": "published per-instance/run stats vs our metrics on the published completions",
+}
+
+
+def ensure_published_tables(conn: duckdb.DuckDBPyConnection) -> None:
+    for ddl in DDL:
+        conn.execute(ddl)

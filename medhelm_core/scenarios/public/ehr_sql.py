@@ -1,0 +1,101 @@
+"""EhrSqlScenario (HELM `ehr_sql_scenario.py`): EHRSQL eICU questions -> SQL.
+
+* Files: `eicu.sqlite` (the database the EhrSqlAnnotator executes SQL against), `eicu.sql` (the
+  schema), `train.json` / `valid.json` / `test.json` (EHRSQL @ e172ec8). Split map: train -> train,
+  **valid -> test, test -> test**. In a data mirror without `train.json`, the byte-identical member
+  `eicu/train.json` of `eicu.zip` (raulista1997/benchmarkdata) is read.
+* Schema prompt: each line of `eicu.sql` stripped; a block starts at a line beginning with
+  `CREATE TABLE` and ends at the first line ending with `;`; lines joined with "\\n", blocks with "\\n\\n".
+* Only entries with both `question` and `query`; input text
+  `"-- Database Schema:\\n" + schema + "\\n\\n--" + 21 spaces + "Question:\\n" + question + "\\n\\n"`
+  (HELM's backslash line continuation injects the spaces); reference = `query`;
+  `extra_data = {"db_path": "eicu.sqlite", "value": entry.get("value", {}), "is_impossible": ...}`.
+"""
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+from medhelm_core import data_sources as ds
+from medhelm_core.helm_types import instance, reference
+from medhelm_core.registry import MedhelmError
+from medhelm_core.scenarios.public._base import parse_error, register_public, text
+
+ENTRY = "ehr_sql"
+
+
+def _data() -> dict[str, Any]:
+    return text(ENTRY)["data"]
+
+
+def database_path() -> str:
+    """`eicu.sqlite` (mirror or online cache): what HELM's EhrSqlAnnotator opens."""
+    data = _data()
+    return str(ds.fetch(ds.UpstreamFile(ENTRY, data["db_file"], data["db_url"])))
+
+
+def _schema_file():
+    data = _data()
+    return ds.fetch(ds.UpstreamFile(ENTRY, data["schema_file"], data["schema_url"]))
+
+
+def _split_file(split_name: str) -> ds.Located:
+    data = _data()
+    name = f"{split_name}.json"
+    up = ds.UpstreamFile(ENTRY, name, f"{data['base_url']}/{name}")
+    mirror = ds.mirror_root()
+    if mirror is not None and not (mirror / ENTRY / name).is_file():
+        archive = mirror / ENTRY / data["mirror_fallback_zip"]
+        if archive.is_file():
+            member = f"{data['mirror_fallback_dir']}/{name}"
+            return ds.Located(archive, ds.zip_member_name(archive, member, ENTRY))
+    return ds.Located(ds.fetch(up))
+
+
+def extract_schema(schema_text: str) -> str:
+    blocks: list[str] = []
+    current: list[str] = []
+    inside = False
+    for line in io.StringIO(schema_text).readlines():  # HELM: f.readlines()
+        line = line.strip()
+        if line.startswith("CREATE TABLE"):
+            inside = True
+            current = [line]
+        elif inside:
+            current.append(line)
+            if line.endswith(";"):
+                inside = False
+                blocks.append("\n".join(current))
+    return "\n\n".join(blocks)
+
+
+def _files(args: dict[str, Any]) -> list[str]:
+    paths = [database_path(), str(_schema_file())]
+    paths += [str(_split_file(s).path) for s in _data()["splits"]]
+    return list(dict.fromkeys(paths))
+
+
+def _load(args: dict[str, Any]) -> list[dict]:
+    spec = text(ENTRY)["scenario"]
+    database_path()  # HELM downloads the database before anything else
+    schema = extract_schema(ds.Located(_schema_file()).read_text())
+    instances = []
+    for split_name, helm_split in _data()["splits"].items():
+        located = _split_file(split_name)
+        try:
+            entries = json.loads(located.read_text())
+        except (ValueError, UnicodeDecodeError) as e:
+            raise parse_error(ENTRY, located, e) from None
+        if not isinstance(entries, list):
+            raise MedhelmError(f"{ENTRY}: {located} does not hold a JSON list")
+        for entry in entries:
+            if "question" in entry and "query" in entry:
+                input_text = spec["input_template"].format(schema=schema, question=entry["question"])
+                extra = {"db_path": spec["db_path"], "value": entry.get("value", {}),
+                         "is_impossible": entry.get("is_impossible", False)}
+                instances.append(instance(input_text, [reference(entry["query"], True)], helm_split, extra_data=extra))
+    return instances
+
+
+register_public(ENTRY, _load, _files)

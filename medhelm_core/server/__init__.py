@@ -1,0 +1,12 @@
+"""`medhelm-server`: the MedHELM leaderboard page, read from `<output-path>/medhelm.duckdb`.
+
+    data.py     read-only DuckDB access: leaderboard tables (helm-summarize's, via summarize/write.py),
+                run drill-down, reproduced-vs-published comparison, plot data, redaction
+    app.py      the stdlib HTTP server: JSON under /api/, the page under /
+    export.py   a shareable static copy with private-tier text redacted
+    cli.py      `medhelm-server [--suite S | --release R] …` and `medhelm-server export --out DIR`
+    static/     the page (plain HTML/CSS/JS, no external resources)
+"""
+from .format import helm_number
+
+__all__ = ["helm_number"]

@@ -1,0 +1,716 @@
+"""What the leaderboard page shows, read from `<output-path>/medhelm.duckdb` without ever writing it.
+
+The server must not hold DuckDB's single writer slot, nor get in the way of a pipeline that is
+writing: every read opens the file read-only for the few milliseconds it takes (behind the same
+file lock the pipeline's writers take, so a reader waits for a writer instead of failing), and
+results are cached until the file changes. When the database is busy past the lock timeout the last
+good answer is served.
+
+Leaderboard tables are exactly helm-summarize's (`medhelm_core.summarize.write.build_group_tables`
+over the SQL models). The SQL model tables in the file hold the *last* summarize target; for another
+suite or release whose schema is in the file, the models are re-run on an in-memory copy of their
+inputs (runs, run_stats, schema_* and model_* tables), so the file is never touched.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import duckdb
+import filelock
+
+from medhelm_core.store import DB_FILENAME
+
+#: Tiers whose text (prompts, references, completions, judge explanations) may leave this machine.
+#: Everything else -- private, gated (data-use agreements), dspy, or unknown -- is redacted on export.
+SHAREABLE_TIERS = frozenset({"public"})
+REDACTED = "[redacted: private tier]"
+COMPARISON_TABLE = "leaderboard_comparison"
+
+
+class DataError(Exception):
+    """Something the page cannot show, with a one-line reason for the user."""
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain JSON values (NaN/inf -> None, dates -> ISO strings, JSON text kept as text)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, (_dt.date, _dt.datetime)):
+        return obj.isoformat()
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        return jsonable(obj.item())
+    if obj is None or isinstance(obj, (str, int, bool)):
+        return obj
+    return str(obj)
+
+
+def _loads(text: Any) -> Any:
+    if text is None or isinstance(text, (dict, list)):
+        return text
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
+def _rows(conn: duckdb.DuckDBPyConnection, sql: str, params: Optional[list] = None) -> list[dict[str, Any]]:
+    cur = conn.execute(sql, params or [])
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def _tables(conn: duckdb.DuckDBPyConnection, catalog: Optional[str] = None) -> set[str]:
+    sql = "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'"
+    params: list = []
+    if catalog:
+        sql += " AND database_name = ?"
+        params.append(catalog)
+    else:
+        sql += " AND database_name = current_database()"
+    return {r[0] for r in conn.execute(sql, params).fetchall()}
+
+
+def _columns(conn: duckdb.DuckDBPyConnection, table: str, catalog: Optional[str] = None) -> dict[str, str]:
+    sql = "SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ?"
+    params: list = [table]
+    if catalog:
+        sql += " AND database_name = ?"
+        params.append(catalog)
+    else:
+        sql += " AND database_name = current_database()"
+    return {r[0]: r[1] for r in conn.execute(sql, params).fetchall()}
+
+
+def _quote_literal(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+@dataclass
+class Target:
+    mode: str                 # 'suite' | 'release'
+    name: str
+    suites: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- the reader
+
+class Reader:
+    """Cached, read-only views of one output path's DuckDB file for one suite or release."""
+
+    def __init__(self, output_path: str | Path, suite: Optional[str] = None, release: Optional[str] = None,
+                 suites: Optional[list[str]] = None, lock_timeout_s: float = 30.0):
+        if suite and release:
+            raise DataError("give --suite or --release, not both")
+        self.output_path = Path(output_path)
+        self.db_path = self.output_path / DB_FILENAME
+        self.suite, self.release, self.suites = suite, release, list(suites or [])
+        self.lock_timeout_s = lock_timeout_s
+        self._mutex = threading.RLock()
+        self._cache: dict[Any, tuple[Any, Any]] = {}
+
+    # -- file access ------------------------------------------------------------------------
+    def stamp(self) -> tuple:
+        out = []
+        for p in (self.db_path, Path(str(self.db_path) + ".wal")):
+            try:
+                st = p.stat()
+                out.append((st.st_mtime_ns, st.st_size))
+            except FileNotFoundError:
+                out.append(None)
+        return tuple(out)
+
+    @contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        lock = filelock.FileLock(str(self.db_path) + ".lock", timeout=self.lock_timeout_s)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            raise DataError(f"{self.db_path} is busy (a pipeline step is writing); try again") from None
+        except OSError:  # a read-only directory: no lock file can be made, nobody can be writing either
+            yield
+            return
+        try:
+            yield
+        finally:
+            lock.release()
+
+    @contextmanager
+    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection, held only for the duration of the block."""
+        if not self.db_path.exists():
+            raise DataError(f"no database at {self.db_path}: run medhelm-run and medhelm-summarize first")
+        with self._mutex, self._file_lock():
+            try:
+                conn = duckdb.connect(str(self.db_path), read_only=True)
+            except duckdb.IOException as e:
+                raise DataError(f"cannot open {self.db_path} read-only: {e}") from None
+            try:
+                yield conn
+            finally:
+                conn.close()
+
+    def cached(self, key: Any, build: Callable[[], Any]) -> Any:
+        stamp = self.stamp()
+        with self._mutex:
+            hit = self._cache.get(key)
+            if hit is not None and hit[0] == stamp:
+                return hit[1]
+        try:
+            value = build()
+        except DataError:
+            if hit is not None:   # busy or mid-write: the last good answer
+                return hit[1]
+            raise
+        with self._mutex:
+            self._cache[key] = (stamp, value)
+        return value
+
+    # -- public views ---------------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        """Leaderboard tables, group tree, runs, comparison and costs of the target (cached)."""
+        return self.cached("snapshot", self._build_snapshot)
+
+    def meta(self) -> dict:
+        snap = self.snapshot()
+        return {k: snap[k] for k in ("target", "mode", "suites", "top", "rebuilt_in_memory", "generated_at",
+                                     "db_path", "tiers", "has_comparison", "cost_unit", "notes")}
+
+    def groups(self) -> dict:
+        snap = self.snapshot()
+        return {"top": snap["top"], "groups": snap["groups"]}
+
+    def group(self, name: str) -> dict:
+        snap = self.snapshot()
+        info = next((g for g in snap["groups"] if g["name"] == name), None)
+        if info is None:
+            raise DataError(f"no group {name!r} in the leaderboard of {snap['target']}")
+        return {**info, "tables": snap["tables"].get(name, [])}
+
+    def comparison(self) -> dict:
+        return self.snapshot()["comparison"]
+
+    def plots(self) -> dict:
+        return self.snapshot()["plots"]
+
+    def runs(self) -> list[dict]:
+        return self.snapshot()["runs"]
+
+    def run(self, run_name: str, suite: Optional[str] = None) -> dict:
+        snap = self.snapshot()
+        info = snap["run_index"].get(run_name)
+        if suite is None:
+            if info is None:
+                raise DataError(f"no run {run_name!r} in {snap['target']}")
+            suite = info["suite"]
+        return self.cached(("run", suite, run_name), lambda: self._build_run(suite, run_name, snap))
+
+    # -- building -------------------------------------------------------------------------------
+    def _wanted(self, current: list[dict]) -> Target:
+        if self.release:
+            if current and current[0]["mode"] == "release" and current[0]["target"] == self.release:
+                return Target("release", self.release, [r["suite"] for r in current])
+            suites = self.suites or self._release_suites(self.release)
+            return Target("release", self.release, suites)
+        if self.suite:
+            return Target("suite", self.suite, [self.suite])
+        if not current:
+            raise DataError("nothing summarized yet: run medhelm-summarize first (or give --suite)")
+        return Target(current[0]["mode"], current[0]["target"], [r["suite"] for r in current])
+
+    def _release_suites(self, release: str) -> list[str]:
+        path = self.output_path / "releases" / release / "summary.json"
+        if path.exists():
+            suites = json.loads(path.read_text(encoding="utf-8")).get("suites") or []
+            if suites:
+                return list(suites)
+        raise DataError(f"release {release!r} is not summarized in {self.db_path} (no {path}): "
+                        f"run medhelm-summarize --release {release} --suites …")
+
+    def _build_snapshot(self) -> dict:
+        with self.connect() as conn:
+            tables = _tables(conn)
+            current = (_rows(conn, "SELECT * FROM summarize_target ORDER BY suite_pos")
+                       if "summarize_target" in tables else [])
+            target = self._wanted(current)
+            direct = (bool(current) and "row_aggregates" in tables and current[0]["mode"] == target.mode
+                      and current[0]["target"] == target.name
+                      and [r["suite"] for r in current] == target.suites)
+            if direct:
+                snap = build_snapshot(conn, target, catalog=None)
+                snap["rebuilt_in_memory"] = False
+        if not direct:
+            with self._mutex, self._file_lock():
+                snap = self._rebuild_in_memory(target)
+                snap["rebuilt_in_memory"] = True
+        snap["db_path"] = str(self.db_path)
+        snap["generated_at"] = _dt.datetime.now().isoformat(timespec="seconds")
+        return snap
+
+    def _rebuild_in_memory(self, target: Target) -> dict:
+        from medhelm_core.summarize.sql_models import SQL_DIR, load_sql_models, run_sql_models
+
+        mem = duckdb.connect()
+        try:
+            mem.execute(f"ATTACH {_quote_literal(str(self.db_path))} AS src (READ_ONLY)")
+            src_tables = _tables(mem, "src")
+            if "schema_run_groups" not in src_tables or not mem.execute(
+                    "SELECT count(*) FROM src.main.schema_run_groups WHERE target = ?", [target.name]).fetchone()[0]:
+                raise DataError(f"{target.mode} {target.name!r} has never been summarized in {self.db_path}: "
+                                f"run medhelm-summarize --{target.mode} {target.name} first")
+            models = load_sql_models(SQL_DIR)
+            inputs = sorted({d for deps, _ in models.values() for d in deps} - set(models) - {"summarize_target"})
+            for t in inputs:
+                if t not in src_tables:
+                    continue
+                cols = _columns(mem, t, "src")
+                where, params = "", []
+                if "target" in cols:
+                    where, params = " WHERE target = ?", [target.name]
+                elif t in ("runs", "run_stats"):
+                    where = " WHERE suite IN (SELECT unnest(?))"
+                    params = [target.suites]
+                mem.execute(f'CREATE TABLE memory.main."{t}" AS SELECT * FROM src.main."{t}"{where}', params)
+            mem.execute("CREATE TABLE memory.main.summarize_target (target VARCHAR, mode VARCHAR, suite VARCHAR, "
+                        "suite_pos INTEGER)")
+            for i, s in enumerate(target.suites):
+                mem.execute("INSERT INTO memory.main.summarize_target VALUES (?, ?, ?, ?)",
+                            [target.name, target.mode, s, i])
+            run_sql_models(mem)
+            return build_snapshot(mem, target, catalog="src")
+        except duckdb.Error as e:
+            raise DataError(f"cannot rebuild the leaderboard of {target.name!r}: {e}") from None
+        finally:
+            mem.close()
+
+    def _build_run(self, suite: str, run_name: str, snap: dict) -> dict:
+        with self.connect() as conn:
+            return build_run(conn, suite, run_name, snap)
+
+
+# --------------------------------------------------------------------------- snapshot
+
+def _q(catalog: Optional[str], table: str) -> str:
+    return f'{catalog}.main."{table}"' if catalog else f'"{table}"'
+
+
+def build_snapshot(conn: duckdb.DuckDBPyConnection, target: Target, catalog: Optional[str]) -> dict:
+    """Everything the leaderboard pages need, from a connection where the SQL models are built.
+    `catalog` names where the pipeline tables live when they are not in the default catalog."""
+    from medhelm_core.summarize.write import build_group_tables
+
+    src_tables = _tables(conn, catalog) if catalog else _tables(conn)
+    tables = build_group_tables(conn)
+
+    groups = _rows(conn, "SELECT * FROM schema_run_groups WHERE target = ? ORDER BY run_group_pos", [target.name])
+    by_name = {g["name"]: g for g in groups}
+    top = groups[0]["name"] if groups else None
+    parent: dict[str, str] = {}
+    for g in groups:
+        for s in list(g.get("subgroups") or []):
+            parent.setdefault(s, g["name"])
+    group_list = []
+    for g in groups:
+        subs = list(g.get("subgroups") or [])
+        kind = "top" if g["name"] == top else ("category" if subs else "benchmark")
+        group_list.append({
+            "name": g["name"], "display_name": g.get("display_name") or g["name"],
+            "short_display_name": g.get("short_display_name"), "description": g.get("description"),
+            "category": g.get("category"), "subgroups": [s for s in subs if s in by_name], "kind": kind,
+            "parent": parent.get(g["name"]), "main_name": g.get("main_name"), "main_split": g.get("main_split"),
+            "has_tables": bool(tables.get(g["name"])), "n_tables": len(tables.get(g["name"], [])),
+        })
+    metrics = {m["name"]: {"display_name": m.get("display_name"), "short_display_name": m.get("short_display_name"),
+                           "lower_is_better": m.get("lower_is_better")}
+               for m in _rows(conn, "SELECT * FROM schema_metrics WHERE target = ?", [target.name])}
+
+    runs = _rows(conn, "SELECT t.run_id, t.suite, t.run_name, t.model, t.model_deployment, t.groups, "
+                       "coalesce(m.display_name, t.model_deployment) AS display_name "
+                       "FROM target_runs t LEFT JOIN model_resolution m "
+                       "ON m.model IS NOT DISTINCT FROM t.model "
+                       "AND m.model_deployment IS NOT DISTINCT FROM t.model_deployment ORDER BY t.run_id")
+    tiers = {}
+    if "run_entries" in src_tables:
+        ds = "datasets" in src_tables
+        sql = (f"SELECT e.suite, e.run_name, coalesce(e.tier, {'d.tier' if ds else 'NULL'}) AS tier "
+               f"FROM {_q(catalog, 'run_entries')} e "
+               + (f"LEFT JOIN {_q(catalog, 'datasets')} d USING (scenario_key) " if ds else "")
+               + "WHERE e.suite IN (SELECT unnest(?))")
+        tiers = {(r["suite"], r["run_name"]): r["tier"] for r in _rows(conn, sql, [target.suites])}
+    run_index: dict[str, dict] = {}
+    run_list = []
+    for r in runs:
+        tier = tiers.get((r["suite"], r["run_name"]))
+        item = {"suite": r["suite"], "run_name": r["run_name"], "model": r["model"],
+                "model_deployment": r["model_deployment"], "display_name": r["display_name"],
+                "groups": list(r["groups"] or []), "tier": tier or "unknown",
+                "shareable": (tier in SHAREABLE_TIERS)}
+        run_list.append(item)
+        run_index[r["run_name"]] = item   # the last suite wins, as in runs_to_run_suites.json
+    tier_counts: dict[str, int] = {}
+    for item in run_list:
+        tier_counts[item["tier"]] = tier_counts.get(item["tier"], 0) + 1
+
+    comparison = _comparison(conn, catalog, src_tables, target)
+    _annotate_comparison(tables, comparison)
+    costs = _costs(conn, catalog, src_tables, target)
+    plots = _plots(tables, top, comparison, costs, group_list)
+    _cost_points(plots, run_list, costs)
+    notes = []
+    if not comparison["available"]:
+        notes.append("No leaderboard_comparison table: import published results (medhelm-import) to compare.")
+    return jsonable({
+        "target": target.name, "mode": target.mode, "suites": target.suites, "top": top,
+        "groups": group_list, "tables": tables, "metrics": metrics,
+        "runs": run_list, "run_index": run_index, "tiers": tier_counts,
+        "comparison": comparison, "has_comparison": bool(comparison["rows"]),
+        "costs": costs, "cost_unit": costs["unit"], "plots": plots, "notes": notes,
+    })
+
+
+def _comparison(conn, catalog, src_tables, target: Target) -> dict:
+    out: dict[str, Any] = {"available": False, "release": None, "releases": [], "rows": [], "summary": {}}
+    if COMPARISON_TABLE not in src_tables:
+        return out
+    out["available"] = True
+    name = _q(catalog, COMPARISON_TABLE)
+    cols = _columns(conn, COMPARISON_TABLE, catalog) if catalog else _columns(conn, COMPARISON_TABLE)
+    if "release" in cols:
+        releases = [r[0] for r in conn.execute(f"SELECT DISTINCT release FROM {name} ORDER BY 1").fetchall()]
+        out["releases"] = releases
+        release = target.name if target.name in releases else None
+        out["release"] = release
+        if release is None:
+            return out
+        rows = _rows(conn, f"SELECT * FROM {name} WHERE release = ?", [release])
+    else:
+        rows = _rows(conn, f"SELECT * FROM {name}")
+    keep = ["group_name", "table_title", "row_name", "column_name", "published_value", "rebuilt_value",
+            "abs_diff", "equal", "cause"]
+    clean = []
+    for r in rows:
+        item = {k: r.get(k) for k in keep}
+        pub, reb = item["published_value"], item["rebuilt_value"]
+        if item["abs_diff"] is None and isinstance(pub, (int, float)) and isinstance(reb, (int, float)):
+            item["abs_diff"] = abs(pub - reb)
+        if item["equal"] is None:
+            item["equal"] = (pub is None and reb is None) or (
+                item["abs_diff"] is not None and item["abs_diff"] <= 1e-9)
+        item["verdict"] = "equal" if item["equal"] else ("differs" if item.get("cause") is None else "explained")
+        clean.append(item)
+    out["rows"] = clean
+    summary = {"cells": len(clean), "equal": sum(1 for r in clean if r["equal"]),
+               "differ": sum(1 for r in clean if not r["equal"])}
+    causes: dict[str, int] = {}
+    for r in clean:
+        if not r["equal"]:
+            c = r.get("cause") or "(unexplained)"
+            causes[c] = causes.get(c, 0) + 1
+    summary["causes"] = causes
+    out["summary"] = summary
+    return out
+
+
+def _annotate_comparison(tables: dict[str, list[dict]], comparison: dict) -> None:
+    """table["comparison"][row][col] = the comparison row of that cell (matched by names)."""
+    index: dict[tuple, dict] = {}
+    for r in comparison["rows"]:
+        index[(r["group_name"], r["table_title"], r["row_name"], r["column_name"])] = r
+    if not index:
+        return
+    for group, tlist in tables.items():
+        for t in tlist:
+            ann: dict[str, dict[str, dict]] = {}
+            header = [h.get("value") for h in t["header"]]
+            for i, row in enumerate(t["rows"]):
+                row_name = row[0].get("value")
+                for j in range(1, len(row)):
+                    hit = index.get((group, t["title"], row_name, header[j]))
+                    if hit is not None:
+                        ann.setdefault(str(i), {})[str(j)] = hit
+            if ann:
+                t["comparison"] = ann
+
+
+def _costs(conn, catalog, src_tables, target: Target) -> dict:
+    """Per model deployment: tokens from run_stats, dollars from the completions' cost column if
+    the engine records one (model calls and judge calls separately)."""
+    out: dict[str, Any] = {"unit": "tokens", "source": "run_stats num_prompt_tokens + num_completion_tokens",
+                           "by_deployment": {}}
+    for r in _rows(conn, """
+            SELECT t.model_deployment, s.name, sum(s.sum) AS total
+            FROM target_runs t JOIN run_stats s ON s.suite = t.suite AND s.run_name = t.run_name
+            WHERE s.name IN ('num_prompt_tokens', 'num_completion_tokens') AND s.perturbation IS NULL
+              AND s.split IS NOT NULL
+            GROUP BY ALL"""):
+        d = out["by_deployment"].setdefault(r["model_deployment"], {})
+        d[r["name"]] = r["total"]
+    for d in out["by_deployment"].values():
+        d["tokens"] = (d.get("num_prompt_tokens") or 0) + (d.get("num_completion_tokens") or 0)
+    if "completions" not in src_tables or "requests" not in src_tables:
+        return out
+    ccols = _columns(conn, "completions", catalog) if catalog else _columns(conn, "completions")
+    numeric = ("DOUBLE", "FLOAT", "DECIMAL", "REAL", "BIGINT", "INTEGER", "HUGEINT")
+    cost_cols = [c for c, t in ccols.items()
+                 if any(w in c.lower() for w in ("cost", "usd", "dollar", "price"))
+                 and any(t.upper().startswith(n) for n in numeric)]
+    if not cost_cols:
+        return out
+    col = sorted(cost_cols, key=lambda c: (0 if "usd" in c.lower() else 1, len(c)))[0]
+    comp, req = _q(catalog, "completions"), _q(catalog, "requests")
+    rows = _rows(conn, f"""
+        SELECT q.model_deployment, sum(c."{col}") AS cost, count(c."{col}") AS n
+        FROM {req} q JOIN {comp} c USING (request_key)
+        WHERE q.suite IN (SELECT unnest(?)) GROUP BY ALL""", [target.suites])
+    judge = []
+    if "judge_verdicts" in src_tables:
+        judge = _rows(conn, f"""
+            SELECT q.model_deployment, sum(c."{col}") AS cost
+            FROM {_q(catalog, 'judge_verdicts')} v
+            JOIN {req} q ON q.suite = v.suite AND q.run_name = v.run_name AND q.position = v.position
+            JOIN {comp} c ON c.request_key = v.request_key
+            WHERE v.suite IN (SELECT unnest(?)) GROUP BY ALL""", [target.suites])
+    if not any(r["n"] for r in rows):
+        return out
+    out["unit"] = "USD"
+    out["source"] = f"completions.{col} (model calls; judge calls shown separately)"
+    for r in rows:
+        out["by_deployment"].setdefault(r["model_deployment"], {})["cost"] = r["cost"]
+    for r in judge:
+        out["by_deployment"].setdefault(r["model_deployment"], {})["judge_cost"] = r["cost"]
+    return out
+
+
+def _win_rate_table(tables: dict[str, list[dict]], top: Optional[str]) -> Optional[dict]:
+    for t in tables.get(top or "", []):
+        if len(t["header"]) > 1 and t["header"][1].get("value") == "Mean win rate":
+            return t
+    return None
+
+
+def _plots(tables, top, comparison, costs, group_list) -> dict:
+    plots: dict[str, Any] = {"win_rate": [], "scatter": {}, "cost": {"unit": costs["unit"],
+                                                                     "source": costs["source"], "points": []}}
+    t = _win_rate_table(tables, top)
+    if t is not None:
+        plots["win_rate_table"] = t["title"]
+        for row in t["rows"]:
+            plots["win_rate"].append({"model": row[0].get("value"), "value": row[1].get("value")})
+    titles = {g["name"]: g["display_name"] for g in group_list}
+    for r in comparison["rows"]:
+        if isinstance(r["published_value"], (int, float)) and isinstance(r["rebuilt_value"], (int, float)):
+            key = r["group_name"]
+            plots["scatter"].setdefault(key, {"title": titles.get(key, key), "points": []})["points"].append(
+                {"row": r["row_name"], "column": r["column_name"], "table": r["table_title"],
+                 "published": r["published_value"], "rebuilt": r["rebuilt_value"], "equal": r["equal"],
+                 "cause": r.get("cause")})
+    return plots
+
+
+def _cost_points(plots: dict, runs: list[dict], costs: dict) -> None:
+    """Cost vs mean win rate per model (display name), summed over the model's deployments."""
+    by_model: dict[str, dict] = {}
+    for r in runs:
+        by_model.setdefault(r["display_name"], {"deployments": set()})["deployments"].add(r["model_deployment"])
+    wr = {p["model"]: p["value"] for p in plots["win_rate"]}
+    points = []
+    for model, info in by_model.items():
+        cost = 0.0
+        seen = False
+        for dep in info["deployments"]:
+            d = costs["by_deployment"].get(dep, {})
+            v = d.get("cost") if costs["unit"] == "USD" else d.get("tokens")
+            if v is not None:
+                cost += v
+                seen = True
+        points.append({"model": model, "cost": cost if seen else None, "score": wr.get(model),
+                       "score_name": "Mean win rate"})
+    plots["cost"]["points"] = points
+
+
+# --------------------------------------------------------------------------- runs
+
+def _wrong_rule(values: list[float], lower_is_better: Optional[bool]) -> tuple[str, Callable[[float], bool]]:
+    """'Wrong' = the instance's main score is not the top of its scale."""
+    if lower_is_better:
+        return "score > 0", lambda v: v > 0
+    vals = [v for v in values if v is not None]
+    if not vals or max(vals) <= 1.0:
+        return "score < 1", lambda v: v < 1.0
+    top = 5.0 if max(vals) <= 5.0 else max(vals)
+    return f"score < {top:g}", lambda v: v < top
+
+
+def build_run(conn: duckdb.DuckDBPyConnection, suite: str, run_name: str, snap: dict) -> dict:
+    """One run: its instances with prompt, references, completion, per-instance stats and the jury."""
+    tables = _tables(conn)
+    info = dict(snap["run_index"].get(run_name) or {"suite": suite, "run_name": run_name})
+    info["suite"] = suite
+    groups = {g["name"]: g for g in snap["groups"]}
+    bench = next((groups[g] for g in info.get("groups", []) if g in groups and groups[g].get("main_name")), None)
+    main_name = bench["main_name"] if bench else None
+    main_split = bench["main_split"] if bench else None
+    metric = snap["metrics"].get(main_name or "", {})
+    out: dict[str, Any] = {
+        **info, "benchmark": bench["name"] if bench else None,
+        "benchmark_display_name": bench["display_name"] if bench else None,
+        "main_metric": {"name": main_name, "split": main_split, "display_name": metric.get("display_name"),
+                        "lower_is_better": metric.get("lower_is_better")},
+        "redacted": False, "instances": [], "run_stats": [], "judge_status": {},
+    }
+    if "runs" in tables:
+        spec = conn.execute("SELECT run_spec FROM runs WHERE suite = ? AND run_name = ?", [suite, run_name]).fetchone()
+        if spec:
+            rs = _loads(spec[0]) or {}
+            out["scenario_spec"] = rs.get("scenario_spec")
+            out["adapter_method"] = (rs.get("adapter_spec") or {}).get("method")
+            out["metric_specs"] = [m.get("class_name") for m in rs.get("metric_specs") or []]
+    if "run_entries" in tables:
+        e = _rows(conn, "SELECT description, priority, conf_path, tier FROM run_entries WHERE suite = ? AND run_name = ?",
+                  [suite, run_name])
+        if e:
+            out["description"] = e[0]["description"]
+            out["conf_path"] = e[0]["conf_path"]
+    if "run_stats" in tables:
+        out["run_stats"] = _rows(conn, """
+            SELECT name, split, count, mean, min, max FROM run_stats
+            WHERE suite = ? AND run_name = ? AND perturbation IS NULL ORDER BY ordinal""", [suite, run_name])
+    if "requests" not in tables:
+        out["notes"] = ["no per-instance data for this run in the database (stats only)"]
+        return jsonable(out)
+
+    reqs = _rows(conn, "SELECT position, instance_id, split, train_trial_index, request_key, prompt, request_state "
+                       "FROM requests WHERE suite = ? AND run_name = ? ORDER BY position", [suite, run_name])
+    results = {}
+    if "completions" in tables:
+        for r in _rows(conn, "SELECT c.request_key, c.result, c.success FROM completions c WHERE c.request_key IN "
+                             "(SELECT request_key FROM requests WHERE suite = ? AND run_name = ?)", [suite, run_name]):
+            results[r["request_key"]] = r
+    errors = {}
+    if "completion_errors" in tables:
+        for r in _rows(conn, "SELECT request_key, error FROM completion_errors WHERE request_key IN "
+                             "(SELECT request_key FROM requests WHERE suite = ? AND run_name = ?) "
+                             "ORDER BY failed_at", [suite, run_name]):
+            errors[r["request_key"]] = r["error"]
+    stats: dict[tuple, list[dict]] = {}
+    if "instance_stats" in tables:
+        for s in _rows(conn, "SELECT instance_id, train_trial_index, name, split, sub_split, perturbation, count, mean "
+                             "FROM instance_stats WHERE suite = ? AND run_name = ? ORDER BY instance_id, ordinal",
+                       [suite, run_name]):
+            item = {"name": s["name"], "split": s["split"], "value": s["mean"]}
+            if s["sub_split"] is not None:
+                item["sub_split"] = s["sub_split"]
+            if s["perturbation"] is not None:
+                item["perturbation"] = (_loads(s["perturbation"]) or {}).get("name") or "perturbed"
+            stats.setdefault((s["instance_id"], s["train_trial_index"]), []).append(item)
+    jury: dict[str, list[dict]] = {}
+    if "jury_scores" in tables:
+        for j in _rows(conn, "SELECT instance_id, metric, helm_value, corrected_value, judges_ok, judges_total "
+                             "FROM jury_scores WHERE suite = ? AND run_name = ? ORDER BY metric", [suite, run_name]):
+            jury.setdefault(j["instance_id"], []).append({k: j[k] for k in j if k != "instance_id"})
+    verdicts: dict[int, list[dict]] = {}
+    status_counts: dict[str, int] = {}
+    if "judge_verdicts" in tables:
+        for v in _rows(conn, "SELECT position, annotator, judge, judge_deployment, status, raw_text, parsed, error "
+                             "FROM judge_verdicts WHERE suite = ? AND run_name = ? ORDER BY position, annotator, judge",
+                       [suite, run_name]):
+            parsed = _loads(v["parsed"])
+            criteria = []
+            if isinstance(parsed, dict):
+                for crit, val in parsed.items():
+                    if isinstance(val, dict):
+                        criteria.append({"name": crit, "score": val.get("score"), "explanation": val.get("explanation")})
+                    else:
+                        criteria.append({"name": crit, "score": val, "explanation": None})
+            status_counts[v["status"]] = status_counts.get(v["status"], 0) + 1
+            verdicts.setdefault(v["position"], []).append({
+                "annotator": v["annotator"], "judge": v["judge"], "judge_deployment": v["judge_deployment"],
+                "status": v["status"], "criteria": criteria, "raw_text": v["raw_text"], "error": v["error"]})
+    annotations: dict[int, list[dict]] = {}
+    if "annotations" in tables:
+        for a in _rows(conn, "SELECT position, annotator, annotation FROM annotations WHERE suite = ? AND run_name = ? "
+                             "ORDER BY position, annotator", [suite, run_name]):
+            annotations.setdefault(a["position"], []).append({"annotator": a["annotator"],
+                                                              "annotation": _loads(a["annotation"])})
+
+    instances = []
+    for r in reqs:
+        rs = _loads(r["request_state"]) or {}
+        inst = rs.get("instance") or {}
+        res = results.get(r["request_key"])
+        result = _loads(res["result"]) if res else None
+        completions = [c.get("text") for c in (result or {}).get("completions") or []]
+        st = stats.get((r["instance_id"], r["train_trial_index"]), [])
+        main = None
+        if main_name:
+            cands = [s for s in st if s["name"] == main_name and "perturbation" not in s]
+            pick = [s for s in cands if s["split"] == main_split] or cands
+            main = pick[0]["value"] if pick else None
+        instances.append({
+            "position": r["position"], "instance_id": r["instance_id"], "split": r["split"],
+            "train_trial_index": r["train_trial_index"],
+            "input": (inst.get("input") or {}).get("text"),
+            "references": [{"text": (ref.get("output") or {}).get("text"), "tags": ref.get("tags") or []}
+                           for ref in inst.get("references") or []],
+            "output_mapping": rs.get("output_mapping"),
+            "prompt": r["prompt"],
+            "completions": completions,
+            "success": (result or {}).get("success") if result else None,
+            "error": (result or {}).get("error") if result else errors.get(r["request_key"]),
+            "stats": st, "main_score": main,
+            "jury": jury.get(r["instance_id"], []),
+            "judges": verdicts.get(r["position"], []),
+            "annotations": annotations.get(r["position"], []),
+        })
+    rule, is_wrong = _wrong_rule([i["main_score"] for i in instances], metric.get("lower_is_better"))
+    for i in instances:
+        i["wrong"] = i["main_score"] is not None and is_wrong(i["main_score"])
+    out["wrong_rule"] = f"{main_name} {rule}" if main_name else None
+    out["instances"] = instances
+    out["n_wrong"] = sum(1 for i in instances if i["wrong"])
+    out["judge_status"] = status_counts
+    return jsonable(out)
+
+
+def redact_run(run: dict) -> dict:
+    """The shareable form of a run: unless its tier is shareable, every text that comes from the data
+    or the models (input, references, prompt, completions, judge explanations and raw answers,
+    annotations, errors) is replaced; ids, scores and statuses stay."""
+    if run.get("tier") in SHAREABLE_TIERS:
+        return run
+    out = {k: v for k, v in run.items() if k != "instances"}
+    out["redacted"] = True
+    red = []
+    for i in run.get("instances", []):
+        red.append({
+            "position": i.get("position"), "instance_id": i.get("instance_id"), "split": i.get("split"),
+            "train_trial_index": i.get("train_trial_index"),
+            "input": REDACTED, "prompt": REDACTED,
+            "references": [{"text": REDACTED, "tags": list(r.get("tags") or [])} for r in i.get("references") or []],
+            "output_mapping": None,
+            "completions": [REDACTED for _ in i.get("completions") or []],
+            "success": i.get("success"), "error": REDACTED if i.get("error") else None,
+            "stats": i.get("stats"), "main_score": i.get("main_score"), "wrong": i.get("wrong"),
+            "jury": i.get("jury"),
+            "judges": [{"annotator": j.get("annotator"), "judge": j.get("judge"),
+                        "judge_deployment": j.get("judge_deployment"), "status": j.get("status"),
+                        "criteria": [{"name": c.get("name"), "score": c.get("score"),
+                                      "explanation": REDACTED if c.get("explanation") else None}
+                                     for c in j.get("criteria") or []],
+                        "raw_text": REDACTED if j.get("raw_text") else None,
+                        "error": REDACTED if j.get("error") else None} for j in i.get("judges") or []],
+            "annotations": [],
+        })
+    out["instances"] = red
+    return out

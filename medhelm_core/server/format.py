@@ -1,0 +1,42 @@
+"""Numbers as HELM's frontend shows them (RowValue.tsx `formatNumber`): `String(Math.round(x*1000)/1000)`,
+and "-" for a missing value."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def js_round(x: float) -> float:
+    """JavaScript's Math.round: the nearest integer, halves toward +infinity."""
+    r = math.floor(x)
+    return r + 1.0 if x - r >= 0.5 else float(r)
+
+
+def js_number_str(x: float) -> str:
+    """JavaScript's String(number) for the values a leaderboard holds."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == int(x) and abs(x) < 1e21:
+        return str(int(x))
+    s = repr(x)
+    if "e" in s:  # JS writes 1e-7 / 1.5e+21 where Python writes 1e-07 / 1.5e+21
+        mant, exp = s.split("e")
+        sign = "-" if exp.startswith("-") else "+"
+        s = f"{mant}e{sign}{int(exp.lstrip('+-'))}"
+    return s
+
+
+def helm_number(value: Any) -> str:
+    """A table cell's text: "-" when it has no value, numbers rounded to 3 decimals as HELM does."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        x = float(value)
+        if math.isnan(x) or math.isinf(x):
+            return js_number_str(x)
+        return js_number_str(js_round(x * 1000) / 1000)
+    return str(value)
