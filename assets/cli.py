@@ -49,6 +49,14 @@ def run_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--local-path", default="prod_env", help="HELM prod_env (model_deployments.yaml, credentials.conf)")
     parser.add_argument("--num-threads", "-n", type=int, default=8)
     parser.add_argument("--dry-run", action="store_true", help="print the run names and run nothing")
+    parser.add_argument("--estimate-cost", action="store_true",
+                        help="print the tokens and dollars the runs would cost (model and judge calls; stored "
+                             "completions cost nothing) and send nothing")
+    parser.add_argument("--budget", type=float, default=None, metavar="USD",
+                        help="spend at most USD on new completions in this invocation: no request is sent once "
+                             "spend + the worst case of requests in flight would exceed it; rerun to continue")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="progress bars on stderr (default: when stderr is a terminal)")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     try:
@@ -56,6 +64,35 @@ def run_main(argv: list[str] | None = None) -> int:
     except MedhelmError as e:
         print(f"medhelm-run: error: {e}", file=sys.stderr)
         return 2
+    finally:
+        from medhelm_core.engine import CONTROLS
+
+        CONTROLS.budget = CONTROLS.progress_factory = None
+
+
+BUDGET_EXIT = 3  # stopped at --budget: everything paid is stored, rerun to continue
+
+
+def _tqdm_factory(force: bool | None):
+    """Progress bars (tqdm, stderr) for the completion engine: one per run step."""
+    from tqdm import tqdm
+
+    from medhelm_core.engine import ProgressHandle
+
+    def factory(label: str, todo: int, reused: int) -> ProgressHandle:
+        bar = tqdm(total=todo, desc=label, unit="req", file=sys.stderr, leave=False, dynamic_ncols=True,
+                   disable=(None if force is None else not force), smoothing=0.1)
+        if reused:
+            bar.set_postfix_str(f"{reused} reused", refresh=False)
+
+        def update(n: int, postfix: dict) -> None:
+            if postfix:
+                bar.set_postfix(postfix, refresh=False)
+            bar.update(n)
+
+        return ProgressHandle(update=update, close=bar.close)
+
+    return factory
 
 
 def _run(args) -> int:
@@ -70,6 +107,16 @@ def _run(args) -> int:
         for _, spec in entries:
             print(spec["name"])
         return 0
+    if args.estimate_cost:
+        from medhelm_core.costs import estimate_runs, format_estimate
+
+        print(format_estimate(estimate_runs(ws, entries), budget=args.budget))
+        return 0
+    from medhelm_core.costs import Budget, BudgetExhausted
+    from medhelm_core.engine import CONTROLS
+
+    CONTROLS.budget = Budget(args.budget) if args.budget is not None else None
+    CONTROLS.progress_factory = _tqdm_factory(args.progress)
     pipeline.validate_runs(ws, entries)
 
     import dagster as dg
@@ -103,6 +150,13 @@ def _run(args) -> int:
             print(f"[{i}/{len(runs)}] {run.run_name} ({time.time() - start:.1f}s)", file=sys.stderr)
         except Exception as e:  # noqa: BLE001 - report every failed run, as helm-run does, then exit non-zero
             err = _user_error(e)
+            if isinstance(err, BudgetExhausted):
+                left = len(runs) - i
+                print(f"[{i}/{len(runs)}] STOPPED {run.run_name}: {err}", file=sys.stderr)
+                print(f"medhelm-run: stopped at --budget {args.budget}: {i - 1 - len(failures)} runs complete, "
+                      f"{run.run_name} partial, {left} not started. Rerun the same command to resume.",
+                      file=sys.stderr)
+                return BUDGET_EXIT
             failures.append(f"{run.run_name}: {err}")
             print(f"[{i}/{len(runs)}] FAILED {run.run_name}: {err}", file=sys.stderr)
     if failures:

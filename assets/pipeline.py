@@ -79,19 +79,41 @@ def requests(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.
           pool="llm_api",
           description="Model answers, content-addressed by (deployment, request): only missing ones are requested.")
 def completions(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
-    report = pipeline.run_completions(medhelm.workspace(), _run(context))
-    return dg.MaterializeResult(metadata={"new": report.new, "reused": report.reused, "failed": report.failed,
-                                          "retries": report.retries, "seconds": round(report.seconds, 3)})
+    ws, run = medhelm.workspace(), _run(context)
+    report = pipeline.run_completions(ws, run)
+    return dg.MaterializeResult(metadata={**_engine_metadata(report), **_run_cost_metadata(ws, run, "model")})
 
 
 @dg.asset(group_name="annotations", partitions_def=runs_partitions, kinds={"openai", "duckdb"},
           deps=[completions], pool="llm_api",
           description="LLM-jury annotations as HELM stores them, and a verdict per judge with an explicit status.")
 def annotations(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
-    info = pipeline.run_annotations(medhelm.workspace(), _run(context))
+    ws, run = medhelm.workspace(), _run(context)
+    info = pipeline.run_annotations(ws, run)
     return dg.MaterializeResult(metadata={"annotated": info["annotated"], "judge_calls_new": info["judge_calls_new"],
                                           "judge_calls_reused": info["judge_calls_reused"],
-                                          "verdicts": dg.MetadataValue.json(info["statuses"])})
+                                          "verdicts": dg.MetadataValue.json(info["statuses"]),
+                                          **_engine_metadata(info["report"]), **_run_cost_metadata(ws, run, "judge")})
+
+
+def _engine_metadata(report) -> dict:
+    """Progress of the completion engine for this materialization: done / remaining / failed / cost / throughput."""
+    return {"done": report.reused + report.new, "remaining": report.failed + report.skipped,
+            "failed": report.failed, "new": report.new, "reused": report.reused, "retries": report.retries,
+            "content_filtered": report.content_filtered,
+            "cost_usd": dg.MetadataValue.float(round(report.cost_usd, 6)),
+            "prompt_tokens": report.prompt_tokens, "completion_tokens": report.completion_tokens,
+            "throughput_per_s": dg.MetadataValue.float(round(report.throughput, 3)),
+            "seconds": dg.MetadataValue.float(round(report.seconds, 3)),
+            "concurrency": dg.MetadataValue.json(report.concurrency)}
+
+
+def _run_cost_metadata(ws, run, kind: str) -> dict:
+    """The run's cost so far from the `run_costs` view (all materializations, reused answers included)."""
+    from medhelm_core.costs import run_cost
+
+    cost = run_cost(ws, run.suite, run.run_name).get(f"{kind}_cost_usd")
+    return {f"run_{kind}_cost_usd": dg.MetadataValue.float(round(float(cost or 0.0), 6))}
 
 
 @dg.multi_asset(

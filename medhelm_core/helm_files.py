@@ -67,13 +67,19 @@ def display_metric_names(groups: Iterable[str], schema: dict) -> set[str]:
     return names
 
 
+def _display_id(instance_id):
+    """helm-summarize loads scenario_state.json into typed dataclasses, so an int id (MedCalc-Bench's
+    `Row Number`) becomes a str in instances.json / display_*.json (per_instance_stats.json keeps it)."""
+    return instance_id if instance_id is None or isinstance(instance_id, str) else str(instance_id)
+
+
 def write_display_files(directory: Path, run_spec: dict, request_states: list[dict],
                         per_instance_stats: list[dict], schema: dict) -> None:
     """`helm-summarize`'s instances.json, display_predictions.json, display_requests.json."""
     wanted = display_metric_names(run_spec.get("groups", []), schema)
     stats_by_trial: dict[tuple, dict[str, float]] = {}
     for entry in per_instance_stats:
-        key = (entry["instance_id"], json.dumps(entry.get("perturbation"), sort_keys=True),
+        key = (_display_id(entry["instance_id"]), json.dumps(entry.get("perturbation"), sort_keys=True),
                entry["train_trial_index"])
         values = stats_by_trial.setdefault(key, {})
         for stat in entry["stats"]:
@@ -87,6 +93,8 @@ def write_display_files(directory: Path, run_spec: dict, request_states: list[di
         if result is None:
             continue
         inst = state["instance"]
+        if inst.get("id") is not None and not isinstance(inst["id"], str):
+            inst = {**inst, "id": _display_id(inst["id"])}  # HELM reads ids back as str (medcalc's ints)
         pert = json.dumps(inst.get("perturbation"), sort_keys=True)
         completions = result.get("completions") or []
         predicted = completions[0]["text"] if completions else ""

@@ -536,10 +536,11 @@ def stored_run_outputs(ws: Workspace, run: RunRef) -> dict:
             " ORDER BY rowid", [run.suite, run.run_name]).fetchall()
     per_instance: list[dict] = []
     index: dict[tuple, dict] = {}
+    ids = {str(st["instance"]["id"]): st["instance"]["id"] for st in states}  # int ids (medcalc) stay ints
     for r in rows:
         key = (r[0], r[1])
         if key not in index:
-            index[key] = {"instance_id": r[0], "train_trial_index": r[1], "stats": []}
+            index[key] = {"instance_id": ids.get(r[0], r[0]), "train_trial_index": r[1], "stats": []}
             per_instance.append(index[key])
         index[key]["stats"] += stats_from_rows([r[2:]])
     return {"run_spec": spec, "request_states": states, "stats": stats, "per_instance_stats": per_instance}

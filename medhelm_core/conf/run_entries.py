@@ -492,8 +492,12 @@ def run_entries_from_hocon(tree: Any, source: str) -> list[RunEntry]:
 
 
 def load_run_entries(path: str | Path) -> list[RunEntry]:
-    """Read one run-entry conf file."""
+    """Read one run-entry conf file (HELM's .conf form, or our YAML matrix form)."""
     source = str(path)
+    if Path(path).suffix in (".yaml", ".yml"):
+        from medhelm_core.conf.matrix import load_matrix
+
+        return load_matrix(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -1,0 +1,607 @@
+/* medhelm-server page: plain JavaScript, no libraries, no network beyond this server (or, in a static
+   export, the data/*.js files beside this page). Tables follow HELM's frontend for MedHELM:
+   transposed (models as columns), numbers as String(Math.round(x * 1000) / 1000), "-" when missing,
+   sorted by column 1 (the mean win rate) by default. */
+"use strict";
+
+const STATIC = !!window.MEDHELM_STATIC;
+const DATA = {};
+window.__medhelmData = function (key, value) { DATA[key] = value; };
+
+// ------------------------------------------------------------------ data access
+
+function dataKey(endpoint, params) {
+  const keys = Object.keys(params || {}).sort();
+  return endpoint + (keys.length ? "?" + keys.map(k => k + "=" + params[k]).join("&") : "");
+}
+
+function loadScript(src) {
+  return new Promise((resolve, reject) => {
+    const s = document.createElement("script");
+    s.src = src;
+    s.onload = () => resolve();
+    s.onerror = () => reject(new Error("cannot load " + src));
+    document.head.appendChild(s);
+  });
+}
+
+async function api(endpoint, params) {
+  params = params || {};
+  const key = dataKey(endpoint, params);
+  if (key in DATA) return DATA[key];
+  if (STATIC) {
+    const file = (window.MEDHELM_MANIFEST || {})[key];
+    if (!file) throw new Error("This export does not include " + key + ".");
+    await loadScript("data/" + file);
+    if (!(key in DATA)) throw new Error("data file " + file + " did not define " + key);
+    return DATA[key];
+  }
+  const qs = new URLSearchParams(params).toString();
+  const resp = await fetch("api/" + endpoint + (qs ? "?" + qs : ""), { cache: "no-store" });
+  let body;
+  try { body = await resp.json(); } catch (e) { throw new Error(resp.status + " " + resp.statusText); }
+  if (!resp.ok) throw new Error(body && body.error ? body.error : resp.statusText);
+  DATA[key] = body;
+  return body;
+}
+
+// ------------------------------------------------------------------ helpers
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") el.className = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false) continue;
+    el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+/* HELM's RowValue formatNumber. */
+function formatNumber(value) {
+  if (Number.isNaN(Number(value))) return String(value);
+  return String(Math.round(Number(value) * 1000) / 1000);
+}
+function fmt(value) { return value === undefined || value === null ? "-" : formatNumber(value); }
+
+function enc(s) { return encodeURIComponent(s); }
+function runHref(run, suite) { return "#/run/" + enc(suite || "") + "/" + enc(run); }
+function runsHref(names) {
+  if (!names || !names.length) return null;
+  if (names.length === 1) return runHref(names[0], (state.runIndex[names[0]] || {}).suite);
+  return "#/runs?names=" + enc(names.join("|"));
+}
+
+const state = { meta: null, groups: null, runIndex: {}, tableState: {}, transposed: true, showPublished: false };
+
+function setView(...children) {
+  const view = document.getElementById("view");
+  view.replaceChildren(...children);
+  window.scrollTo(0, 0);
+}
+function showError(err) {
+  setView(h("div", { class: "error", id: "error" }, String(err && err.message ? err.message : err)));
+}
+
+// ------------------------------------------------------------------ plots (inline SVG)
+
+const SVGNS = "http://www.w3.org/2000/svg";
+function s(tag, attrs, ...children) {
+  const el = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) el.setAttribute(k, v);
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null) continue;
+    el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function niceTicks(lo, hi, n) {
+  if (!(hi > lo)) { hi = lo + 1; }
+  const span = hi - lo, raw = span / (n || 5);
+  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 2.5, 5, 10].map(m => m * mag).find(st => span / st <= (n || 5)) || 10 * mag;
+  const start = Math.floor(lo / step) * step, ticks = [];
+  for (let v = start; v <= hi + step * 1e-9; v += step) ticks.push(Math.round(v / step) * step);
+  return ticks;
+}
+
+function barChart(items, opts) {
+  opts = opts || {};
+  const rowH = 24, left = 170, right = 50, width = opts.width || 640;
+  const height = items.length * rowH + 40;
+  const max = opts.max !== undefined ? opts.max : Math.max(1e-12, ...items.map(i => i.value || 0));
+  const x = v => left + (width - left - right) * (v / max);
+  const svg = s("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img", class: "chart bar-chart" });
+  for (const t of niceTicks(0, max, 5)) {
+    if (t > max + 1e-9) continue;
+    svg.appendChild(s("line", { x1: x(t), x2: x(t), y1: 10, y2: height - 26, class: "grid" }));
+    svg.appendChild(s("text", { x: x(t), y: height - 10, "text-anchor": "middle" }, formatNumber(t)));
+  }
+  items.forEach((it, i) => {
+    const y = 12 + i * rowH;
+    svg.appendChild(s("text", { x: left - 8, y: y + 14, "text-anchor": "end" }, it.label));
+    if (it.value !== undefined && it.value !== null) {
+      svg.appendChild(s("rect", { x: left, y: y + 2, width: Math.max(1, x(it.value) - left), height: rowH - 8, class: "bar" },
+        s("title", {}, `${it.label}: ${fmt(it.value)}`)));
+      svg.appendChild(s("text", { x: x(it.value) + 5, y: y + 14 }, fmt(it.value)));
+    } else {
+      svg.appendChild(s("text", { x: left + 4, y: y + 14, class: "muted" }, "-"));
+    }
+  });
+  svg.appendChild(s("line", { x1: left, x2: left, y1: 8, y2: height - 26, class: "axis" }));
+  return svg;
+}
+
+function scatterPlot(points, opts) {
+  opts = opts || {};
+  const width = opts.width || 360, height = opts.height || 300, m = { l: 52, r: 14, t: 12, b: 40 };
+  const xs = points.map(p => p.x).filter(v => v !== null && v !== undefined);
+  const ys = points.map(p => p.y).filter(v => v !== null && v !== undefined);
+  let x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(...ys), y1 = Math.max(...ys);
+  if (opts.square) { x0 = y0 = Math.min(x0, y0); x1 = y1 = Math.max(x1, y1); }
+  if (opts.zeroX) x0 = Math.min(0, x0);
+  if (opts.zeroY) y0 = Math.min(0, y0);
+  const padX = (x1 - x0) * 0.06 || Math.abs(x1) * 0.1 || 1, padY = (y1 - y0) * 0.06 || Math.abs(y1) * 0.1 || 1;
+  x0 -= padX; x1 += padX; y0 -= padY; y1 += padY;
+  const X = v => m.l + (width - m.l - m.r) * (v - x0) / (x1 - x0);
+  const Y = v => height - m.b - (height - m.t - m.b) * (v - y0) / (y1 - y0);
+  const svg = s("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img", class: "chart scatter" });
+  for (const t of niceTicks(x0, x1, 5)) {
+    if (t < x0 || t > x1) continue;
+    svg.appendChild(s("line", { x1: X(t), x2: X(t), y1: m.t, y2: height - m.b, class: "grid" }));
+    svg.appendChild(s("text", { x: X(t), y: height - m.b + 14, "text-anchor": "middle" }, formatNumber(t)));
+  }
+  for (const t of niceTicks(y0, y1, 5)) {
+    if (t < y0 || t > y1) continue;
+    svg.appendChild(s("line", { x1: m.l, x2: width - m.r, y1: Y(t), y2: Y(t), class: "grid" }));
+    svg.appendChild(s("text", { x: m.l - 5, y: Y(t) + 4, "text-anchor": "end" }, formatNumber(t)));
+  }
+  svg.appendChild(s("line", { x1: m.l, x2: width - m.r, y1: height - m.b, y2: height - m.b, class: "axis" }));
+  svg.appendChild(s("line", { x1: m.l, x2: m.l, y1: m.t, y2: height - m.b, class: "axis" }));
+  if (opts.diagonal) {
+    const a = Math.max(x0, y0), b = Math.min(x1, y1);
+    if (b > a) svg.appendChild(s("line", { x1: X(a), y1: Y(a), x2: X(b), y2: Y(b), class: "diag" }));
+  }
+  svg.appendChild(s("text", { x: (m.l + width - m.r) / 2, y: height - 6, "text-anchor": "middle" }, opts.xLabel || ""));
+  svg.appendChild(s("text", { x: 12, y: (m.t + height - m.b) / 2, "text-anchor": "middle",
+    transform: `rotate(-90 12 ${(m.t + height - m.b) / 2})` }, opts.yLabel || ""));
+  for (const p of points) {
+    if (p.x === null || p.x === undefined || p.y === null || p.y === undefined) continue;
+    svg.appendChild(s("circle", { cx: X(p.x), cy: Y(p.y), r: 4.5, class: "pt " + (p.cls || "") }, s("title", {}, p.title || "")));
+    if (p.label) svg.appendChild(s("text", { x: X(p.x) + 7, y: Y(p.y) + 4 }, p.label));
+  }
+  return svg;
+}
+
+function figure(caption, content) {
+  return h("figure", { class: "plot" }, h("figcaption", {}, caption), content);
+}
+
+// ------------------------------------------------------------------ leaderboard tables
+
+function cellRuns(table, row, col) {
+  const cell = row[col] || {};
+  if (cell.run_spec_names && cell.run_spec_names.length) return cell.run_spec_names;
+  const model = row[0] || {};
+  return model.run_spec_names || [];   // scenario tables keep the runs on the model cell
+}
+
+function sortedRowIndices(table, idx, dir) {
+  const header = table.header[idx] || {};
+  const sign = dir * (header.lower_is_better ? 1 : -1);
+  const order = table.rows.map((_, i) => i);
+  order.sort((ia, ib) => {
+    const av = (table.rows[ia][idx] || {}).value, bv = (table.rows[ib][idx] || {}).value;
+    if (av !== undefined && bv === undefined) return -1;
+    if (bv !== undefined && av === undefined) return 1;
+    if (typeof av === "number" && typeof bv === "number") return (av - bv) * sign;
+    if (typeof av === "string" && typeof bv === "string") return sign === 1 ? av.localeCompare(bv) : bv.localeCompare(av);
+    return 0;
+  });
+  return order;
+}
+
+function headerLabel(hd, idx, ts, onSort) {
+  const arrow = hd.lower_is_better === true ? " ↓" : hd.lower_is_better === false ? " ↑" : "";
+  return [
+    h("span", { class: "hlabel", title: hd.description || null }, hd.value),
+    arrow ? h("span", { class: "lib", title: hd.lower_is_better ? "lower is better" : "higher is better" }, arrow) : null,
+    h("button", { class: "sort" + (idx === ts.sortIdx ? " on" : ""), "data-col": idx, title: "sort by " + hd.value,
+      onclick: () => onSort(idx) }, idx === ts.sortIdx ? (ts.sortDir === 1 ? "▼" : "▲") : "↕"),
+  ];
+}
+
+function valueCell(table, row, rowIdx, col, ts) {
+  const cell = row[col] || {};
+  const classes = ["cell"];
+  if (cell.style && cell.style["font-weight"] === "bold") classes.push("bold");
+  if (col === ts.sortIdx) classes.push("sorted");
+  const cmp = table.comparison && table.comparison[String(rowIdx)] && table.comparison[String(rowIdx)][String(col)];
+  let tip = cell.description || "";
+  const parts = [];
+  const href = cell.value !== undefined ? runsHref(cellRuns(table, row, col)) : null;
+  parts.push(href ? h("a", { href, class: "drill" }, fmt(cell.value)) : fmt(cell.value));
+  if (cmp) {
+    classes.push(cmp.equal ? "cmp-equal" : "cmp-diff");
+    const d = cmp.abs_diff === null || cmp.abs_diff === undefined ? "" : ` (|Δ| ${fmt(cmp.abs_diff)})`;
+    tip += `\npublished ${fmt(cmp.published_value)}, rebuilt ${fmt(cmp.rebuilt_value)}${d}` +
+      (cmp.cause ? `\ncause: ${cmp.cause}` : "");
+    if (!cmp.equal || state.showPublished) {
+      parts.push(h("span", { class: "pub" }, (cmp.equal ? "= pub " : "pub ") + fmt(cmp.published_value) +
+        (!cmp.equal && cmp.cause ? " · " + cmp.cause : "")));
+    }
+  }
+  return h("td", { class: classes.join(" "), "data-row": rowIdx, "data-col": col, title: tip.trim() || null }, parts);
+}
+
+function renderTable(table, key) {
+  const ts = state.tableState[key] || (state.tableState[key] = { sortIdx: table.header.length > 1 ? 1 : 0, sortDir: 1 });
+  const wrap = h("div", { class: "table-wrap" });
+  const draw = () => {
+    const onSort = idx => {
+      if (idx === ts.sortIdx) ts.sortDir = -ts.sortDir;
+      else { ts.sortDir = idx === 0 ? -1 : 1; ts.sortIdx = idx; }
+      draw();
+    };
+    const order = sortedRowIndices(table, ts.sortIdx, ts.sortDir);
+    const t = h("table", { class: "lb " + (state.transposed ? "transposed" : "normal"), "data-title": table.title });
+    if (state.transposed) {
+      // HELM's TransposedLeaderboardTable: header entries become rows, models become columns
+      t.appendChild(h("thead", {}, h("tr", {},
+        h("th", { class: "rowhead" + (ts.sortIdx === 0 ? " sorted" : "") }, headerLabel(table.header[0], 0, ts, onSort)),
+        order.map(i => {
+          const m = table.rows[i][0] || {};
+          const href = runsHref(m.run_spec_names);
+          return h("th", { class: "model", "data-row": i, title: m.description || null }, href ? h("a", { href }, m.value) : m.value);
+        }))));
+      const body = h("tbody");
+      for (let c = 1; c < table.header.length; c++) {
+        body.appendChild(h("tr", {},
+          h("th", { class: "rowhead" + (c === ts.sortIdx ? " sorted" : "") }, headerLabel(table.header[c], c, ts, onSort)),
+          order.map(i => valueCell(table, table.rows[i], i, c, ts))));
+      }
+      t.appendChild(body);
+    } else {
+      t.appendChild(h("thead", {}, h("tr", {}, table.header.map((hd, c) =>
+        h("th", { class: c === 0 ? "model" : (c === ts.sortIdx ? "sorted" : "") }, headerLabel(hd, c, ts, onSort))))));
+      const body = h("tbody");
+      for (const i of order) {
+        const m = table.rows[i][0] || {};
+        const href = runsHref(m.run_spec_names);
+        body.appendChild(h("tr", {},
+          h("td", { class: "model", "data-row": i }, href ? h("a", { href }, m.value) : m.value),
+          table.header.slice(1).map((_, k) => valueCell(table, table.rows[i], i, k + 1, ts))));
+      }
+      t.appendChild(body);
+    }
+    wrap.replaceChildren(t);
+  };
+  draw();
+  return wrap;
+}
+
+async function showGroup(name) {
+  const groups = state.groups;
+  name = name || groups.top;
+  markSidebar(name);
+  const g = await api("group", { name });
+  const out = [h("h1", { id: "group-title" }, g.display_name || g.name)];
+  if (g.description) out.push(h("p", { class: "desc" }, g.description));
+  if (g.subgroups && g.subgroups.length) {
+    const known = new Map(groups.groups.map(x => [x.name, x]));
+    out.push(h("p", { class: "muted" }, "Includes: ",
+      g.subgroups.map((sname, i) => {
+        const sg = known.get(sname);
+        const label = (sg && sg.display_name) || sname;
+        return [i ? ", " : "", sg && sg.has_tables ? h("a", { href: "#/group/" + enc(sname) }, label) : label];
+      })));
+  }
+  if (!g.tables.length) out.push(h("p", { class: "note" }, "No runs of this group in " + state.meta.target + "."));
+  const tools = h("div", { class: "toolbar" },
+    h("button", { id: "transpose", onclick: () => { state.transposed = !state.transposed; showGroup(name); } },
+      state.transposed ? "Models as rows" : "Models as columns"),
+    state.meta.has_comparison ? h("label", {}, h("input", { type: "checkbox", id: "show-published",
+      checked: state.showPublished ? "checked" : null,
+      onchange: e => { state.showPublished = e.target.checked; showGroup(name); } }), " show published values") : null,
+    h("span", {}, "Click a value for its run's instances. Sorted by column 1 (as HELM does) until you choose."));
+  out.push(tools);
+  g.tables.forEach((t, i) => {
+    out.push(h("section", { class: "lb-section", "data-index": i },
+      h("h2", {}, t.title),
+      renderTable(t, g.name + "/" + i)));
+  });
+  setView(...out);
+}
+
+// ------------------------------------------------------------------ runs
+
+function textBlock(text, cls) {
+  const red = typeof text === "string" && text.startsWith("[redacted");
+  return h("pre", { class: (cls || "") + (red ? " redacted" : "") }, text === null || text === undefined ? "" : text);
+}
+
+function instanceCard(run, inst) {
+  const main = run.main_metric || {};
+  const cls = "instance " + (inst.main_score === null || inst.main_score === undefined ? "" : inst.wrong ? "wrong" : "right");
+  const card = h("div", { class: cls, "data-instance": inst.instance_id });
+  card.appendChild(h("h3", {}, inst.instance_id, h("span", { class: "badge" }, inst.split || ""),
+    main.name ? h("span", { class: "badge " + (inst.wrong ? "bad" : "ok") }, (main.display_name || main.name) + ": " + fmt(inst.main_score)) : null,
+    inst.train_trial_index ? h("span", { class: "badge" }, "trial " + inst.train_trial_index) : null));
+  card.appendChild(h("h4", {}, "Prompt"));
+  card.appendChild(textBlock(inst.prompt, "prompt"));
+  if (inst.references && inst.references.length) {
+    card.appendChild(h("h4", {}, "References"));
+    card.appendChild(h("ul", { class: "refs" }, inst.references.map(r =>
+      h("li", { class: (r.tags || []).includes("correct") ? "correct" : "" }, r.text,
+        (r.tags || []).length ? h("span", { class: "muted" }, "  [" + r.tags.join(", ") + "]") : null))));
+  }
+  card.appendChild(h("h4", {}, "Completion"));
+  if (inst.completions && inst.completions.length) inst.completions.forEach(c => card.appendChild(textBlock(c, "completion")));
+  else card.appendChild(h("p", { class: "muted" }, inst.error ? "No completion: " + inst.error : "No completion."));
+  if (inst.output_mapping) {
+    card.appendChild(h("p", { class: "muted" }, "Output mapping: " +
+      Object.entries(inst.output_mapping).map(([k, v]) => k + " → " + v).join(", ")));
+  }
+  if (inst.jury && inst.jury.length) {
+    card.appendChild(h("h4", {}, "Jury score"));
+    card.appendChild(h("table", { class: "plain" },
+      h("tr", {}, h("th", {}, "metric"), h("th", {}, "HELM value"), h("th", {}, "corrected (failed judges left out)"), h("th", {}, "judges ok")),
+      inst.jury.map(j => h("tr", {}, h("td", {}, j.metric), h("td", { class: "num" }, fmt(j.helm_value)),
+        h("td", { class: "num" }, fmt(j.corrected_value)), h("td", { class: "num" }, `${j.judges_ok} / ${j.judges_total}`)))));
+  }
+  if (inst.judges && inst.judges.length) {
+    card.appendChild(h("h4", {}, "Judges"));
+    for (const j of inst.judges) {
+      const box = h("div", { class: "judge" },
+        h("div", {}, h("strong", {}, j.judge), " ", h("span", { class: "badge " + j.status }, j.status),
+          j.annotator ? h("span", { class: "muted" }, "  " + j.annotator) : null));
+      if (j.criteria && j.criteria.length) {
+        box.appendChild(h("table", { class: "plain" },
+          h("tr", {}, h("th", {}, "criterion"), h("th", {}, "score"), h("th", {}, "explanation")),
+          j.criteria.map(c => h("tr", {}, h("td", {}, c.name), h("td", { class: "num" }, fmt(c.score)),
+            h("td", { class: c.explanation && String(c.explanation).startsWith("[redacted") ? "muted" : "" }, c.explanation || "")))));
+      }
+      if (j.error) box.appendChild(h("p", { class: "muted" }, "error: " + j.error));
+      if (j.raw_text) box.appendChild(h("details", {}, h("summary", {}, "raw judge answer"), textBlock(j.raw_text)));
+      card.appendChild(box);
+    }
+  }
+  if (inst.stats && inst.stats.length) {
+    card.appendChild(h("details", {}, h("summary", {}, `per-instance stats (${inst.stats.length})`),
+      h("table", { class: "plain stats" }, h("tr", {}, h("th", {}, "stat"), h("th", {}, "split"), h("th", {}, "value")),
+        inst.stats.map(st => h("tr", { class: st.name === main.name ? "main" : "" },
+          h("td", {}, st.name + (st.perturbation ? " (" + st.perturbation + ")" : "") + (st.sub_split ? " [" + st.sub_split + "]" : "")),
+          h("td", {}, st.split || ""), h("td", { class: "num" }, fmt(st.value)))))));
+  }
+  if (inst.annotations && inst.annotations.length) {
+    card.appendChild(h("details", {}, h("summary", {}, "HELM annotation JSON"),
+      textBlock(JSON.stringify(inst.annotations, null, 2))));
+  }
+  return card;
+}
+
+async function showRun(suite, runName) {
+  markSidebar(null);
+  const run = await api("run", suite ? { run: runName, suite } : { run: runName });
+  const main = run.main_metric || {};
+  const mainStat = (run.run_stats || []).find(x => x.name === main.name && (!main.split || x.split === main.split));
+  const out = [h("p", { class: "muted" },
+    run.benchmark ? h("a", { href: "#/group/" + enc(run.benchmark) }, run.benchmark_display_name || run.benchmark) : "run",
+    " › ", run.display_name || run.model_deployment || "")];
+  out.push(h("h1", { id: "run-title" }, run.run_name));
+  const kv = h("dl", { class: "kv" },
+    h("dt", {}, "suite"), h("dd", {}, run.suite),
+    h("dt", {}, "model"), h("dd", {}, (run.display_name || "") + (run.model_deployment ? "  (" + run.model_deployment + ")" : "")),
+    h("dt", {}, "tier"), h("dd", {}, h("span", { class: "badge " + run.tier }, run.tier),
+      run.redacted ? h("span", { class: "muted" }, "  text redacted in this shareable copy")
+        : (!run.shareable && !STATIC ? h("span", { class: "muted" }, "  private text: shown on this local page only, redacted by export") : null)),
+    run.description ? [h("dt", {}, "run entry"), h("dd", {}, run.description)] : null,
+    run.adapter_method ? [h("dt", {}, "method"), h("dd", {}, run.adapter_method)] : null,
+    main.name ? [h("dt", {}, "main metric"), h("dd", {}, (main.display_name || main.name) + " = " + fmt(mainStat ? mainStat.mean : undefined) +
+      (main.split ? "  (" + main.split + ")" : ""))] : null,
+    run.wrong_rule ? [h("dt", {}, "wrong answer"), h("dd", {}, run.wrong_rule)] : null,
+    Object.keys(run.judge_status || {}).length ? [h("dt", {}, "judge status"), h("dd", {},
+      Object.entries(run.judge_status).map(([k, v]) => h("span", { class: "badge " + k, style: "margin-right:6px" }, k + ": " + v)))] : null);
+  out.push(kv);
+  for (const n of run.notes || []) out.push(h("p", { class: "note" }, n));
+  const list = h("div", { id: "instances" });
+  const count = h("span", { id: "instance-count", class: "muted" });
+  let onlyWrong = false, query = "", shown = 20;
+  const filtered = () => run.instances.filter(i => (!onlyWrong || i.wrong) &&
+    (!query || [i.instance_id, i.prompt, ...(i.completions || [])].some(t => t && String(t).toLowerCase().includes(query))));
+  const draw = () => {
+    const items = filtered();
+    count.textContent = `showing ${Math.min(shown, items.length)} of ${items.length} instances` +
+      (items.length !== run.instances.length ? ` (${run.instances.length} in the run)` : "");
+    list.replaceChildren(...items.slice(0, shown).map(i => instanceCard(run, i)),
+      items.length > shown ? h("button", { class: "more", id: "more", onclick: () => { shown += 50; draw(); } }, "Show more") : "");
+  };
+  out.push(h("div", { class: "controls" },
+    h("label", {}, h("input", { type: "checkbox", id: "only-wrong", onchange: e => { onlyWrong = e.target.checked; shown = 20; draw(); } }),
+      ` only wrong answers (${run.n_wrong || 0})`),
+    h("input", { type: "search", id: "instance-search", placeholder: "search id, prompt or completion",
+      oninput: e => { query = e.target.value.trim().toLowerCase(); shown = 20; draw(); } }),
+    count));
+  out.push(list);
+  setView(...out);
+  draw();
+}
+
+async function showRuns(names) {
+  markSidebar(null);
+  const all = await api("runs");
+  const wanted = names ? new Set(names) : null;
+  const runs = all.filter(r => !wanted || wanted.has(r.run_name));
+  setView(h("h1", {}, names ? "Runs of this cell" : "All runs"),
+    h("table", { class: "plain", id: "runs-table" },
+      h("tr", {}, h("th", {}, "run"), h("th", {}, "model"), h("th", {}, "groups"), h("th", {}, "suite"), h("th", {}, "tier")),
+      runs.map(r => h("tr", {}, h("td", {}, h("a", { href: runHref(r.run_name, r.suite) }, r.run_name)),
+        h("td", {}, r.display_name || ""), h("td", {}, (r.groups || []).join(", ")), h("td", {}, r.suite),
+        h("td", {}, h("span", { class: "badge " + r.tier }, r.tier))))));
+}
+
+// ------------------------------------------------------------------ reproduced vs published
+
+function comparisonScatter(group) {
+  const pts = group.points.map(p => ({ x: p.published, y: p.rebuilt, cls: p.equal ? "" : "diff",
+    title: `${p.row} · ${p.column}\npublished ${fmt(p.published)}, rebuilt ${fmt(p.rebuilt)}` + (p.cause ? `\ncause: ${p.cause}` : "") }));
+  return figure(group.title, scatterPlot(pts, { square: true, diagonal: true, xLabel: "published", yLabel: "reproduced", width: 320, height: 280 }));
+}
+
+async function showCompare() {
+  markSidebar(null);
+  const cmp = await api("comparison");
+  const out = [h("h1", {}, "Reproduced vs published")];
+  if (!cmp.available) {
+    out.push(h("p", { class: "note", id: "no-comparison" }, "No leaderboard_comparison table in the database yet. " +
+      "Import a published release (medhelm-import) to see our numbers beside the published ones."));
+    return setView(...out);
+  }
+  if (!cmp.rows.length) {
+    out.push(h("p", { class: "note", id: "no-comparison" }, `No comparison rows for ${state.meta.target}. Releases compared: ` +
+      ((cmp.releases || []).join(", ") || "none") + ". Start the server with --release R to see one."));
+    return setView(...out);
+  }
+  const sm = cmp.summary;
+  out.push(h("div", { class: "cards" },
+    h("div", { class: "card" }, h("div", { class: "big" }, sm.cells), "cells compared"),
+    h("div", { class: "card good" }, h("div", { class: "big" }, sm.equal), "equal (within 1e-9)"),
+    h("div", { class: "card " + (sm.differ ? "bad" : "good") }, h("div", { class: "big", id: "n-differ" }, sm.differ), "differ"),
+    Object.entries(sm.causes || {}).map(([c, n]) => h("div", { class: "card" }, h("div", { class: "big" }, n), c))));
+  const plots = await api("plots");
+  const scat = Object.values(plots.scatter || {});
+  if (scat.length) out.push(h("h2", {}, "Per benchmark"), h("div", { class: "plots" }, scat.map(comparisonScatter)));
+  let onlyDiff = sm.differ > 0;
+  const tableBox = h("div");
+  const draw = () => {
+    const rows = cmp.rows.filter(r => !onlyDiff || !r.equal);
+    tableBox.replaceChildren(h("table", { class: "plain", id: "comparison-table" },
+      h("tr", {}, ["group", "table", "model", "column", "published", "reproduced", "|Δ|", "verdict", "cause"].map(x => h("th", {}, x))),
+      rows.slice(0, 2000).map(r => h("tr", { class: r.equal ? "" : "diff" },
+        h("td", {}, h("a", { href: "#/group/" + enc(r.group_name) }, r.group_name)), h("td", {}, r.table_title),
+        h("td", {}, r.row_name), h("td", {}, r.column_name),
+        h("td", { class: "num" }, fmt(r.published_value)), h("td", { class: "num" }, fmt(r.rebuilt_value)),
+        h("td", { class: "num" }, r.abs_diff === null || r.abs_diff === undefined ? "-" : String(r.abs_diff)),
+        h("td", {}, r.verdict), h("td", {}, r.cause || "")))),
+      rows.length > 2000 ? h("p", { class: "muted" }, `first 2000 of ${rows.length}`) : "");
+  };
+  out.push(h("h2", {}, "Cells"), h("div", { class: "controls" }, h("label", {},
+    h("input", { type: "checkbox", id: "only-diff", checked: onlyDiff ? "checked" : null,
+      onchange: e => { onlyDiff = e.target.checked; draw(); } }), " only cells that differ")), tableBox);
+  setView(...out);
+  draw();
+}
+
+// ------------------------------------------------------------------ plots page
+
+async function showPlots() {
+  markSidebar(null);
+  const p = await api("plots");
+  const out = [h("h1", {}, "Plots")];
+  const wr = (p.win_rate || []).slice().sort((a, b) => (b.value ?? -1) - (a.value ?? -1));
+  out.push(h("h2", {}, "Mean win rate by model" + (p.win_rate_table ? " (" + p.win_rate_table + ")" : "")));
+  out.push(wr.length ? h("div", { id: "plot-win-rate" }, figure("Mean win rate", barChart(wr.map(x => ({ label: x.model, value: x.value })), { max: 1 })))
+    : h("p", { class: "muted" }, "No mean win rate in this leaderboard."));
+  out.push(h("h2", {}, "Reproduced vs published, per benchmark"));
+  const scat = Object.values(p.scatter || {});
+  out.push(scat.length ? h("div", { class: "plots", id: "plot-scatter" }, scat.map(comparisonScatter))
+    : h("p", { class: "muted", id: "plot-scatter" }, "No leaderboard_comparison rows for this target (import a published release to compare)."));
+  const cost = p.cost || { points: [] };
+  const unit = cost.unit === "USD" ? "cost (USD)" : "tokens (prompt + completion)";
+  out.push(h("h2", {}, "Cost vs score"));
+  const cpts = cost.points.filter(x => x.cost !== null && x.cost !== undefined && x.score !== null && x.score !== undefined);
+  out.push(cpts.length ? h("div", { id: "plot-cost" }, figure(`${unit} vs mean win rate`,
+    scatterPlot(cpts.map(x => ({ x: x.cost, y: x.score, label: x.model, title: `${x.model}: ${fmt(x.cost)} ${cost.unit}, ${fmt(x.score)}` })),
+      { xLabel: unit, yLabel: "mean win rate", width: 560, height: 340, zeroX: true })),
+    h("p", { class: "muted" }, "source: " + cost.source + (cost.unit === "USD" ? "" : " (no dollar cost recorded for these completions)")))
+    : h("p", { class: "muted", id: "plot-cost" }, "No cost or token counts for this target."));
+  setView(...out);
+}
+
+// ------------------------------------------------------------------ shell
+
+function renderSidebar() {
+  const side = document.getElementById("sidebar");
+  const gs = state.groups.groups;
+  const byName = new Map(gs.map(g => [g.name, g]));
+  const link = (g, cls) => h("li", { class: (cls || "") + (g.has_tables ? "" : " none") },
+    g.has_tables ? h("a", { href: "#/group/" + enc(g.name), "data-group": g.name }, g.display_name)
+      : h("a", { title: "no runs" }, g.display_name));
+  const top = byName.get(state.groups.top);
+  const parts = [];
+  if (top) parts.push(h("h3", {}, "Leaderboard"), h("ul", {}, link(top)));
+  const cats = gs.filter(g => g.kind === "category");
+  const placed = new Set();
+  if (cats.length) {
+    parts.push(h("h3", {}, "Categories"));
+    const ul = h("ul");
+    for (const c of cats) {
+      ul.appendChild(link(c));
+      for (const sname of c.subgroups) {
+        const b = byName.get(sname);
+        if (b && b.has_tables) { ul.appendChild(link(b, "sub")); placed.add(sname); }
+      }
+    }
+    parts.push(ul);
+  }
+  const rest = gs.filter(g => g.kind === "benchmark" && g.has_tables && !placed.has(g.name));
+  if (rest.length) parts.push(h("h3", {}, "Benchmarks"), h("ul", {}, rest.map(g => link(g))));
+  side.replaceChildren(...parts);
+}
+
+function markSidebar(name) {
+  document.querySelectorAll("#sidebar a[data-group]").forEach(a => a.classList.toggle("active", a.dataset.group === name));
+}
+
+function markNav(which) {
+  document.querySelectorAll("#mainnav a").forEach(a => a.classList.toggle("active", a.dataset.nav === which));
+}
+
+async function route() {
+  const hash = location.hash && location.hash.length > 1 ? location.hash.slice(1) : "/";
+  const [path, query] = hash.split("?");
+  const parts = path.split("/").slice(1).map(decodeURIComponent);
+  const params = new URLSearchParams(query || "");
+  try {
+    if (parts[0] === "run") { markNav("runs"); await showRun(parts[1] || null, parts.slice(2).join("/")); }
+    else if (parts[0] === "runs") { markNav("runs"); await showRuns(params.get("names") ? params.get("names").split("|") : null); }
+    else if (parts[0] === "compare") { markNav("compare"); await showCompare(); }
+    else if (parts[0] === "plots") { markNav("plots"); await showPlots(); }
+    else { markNav("group"); await showGroup(parts[0] === "group" ? parts[1] : null); }
+    document.body.dataset.ready = path;
+  } catch (err) {
+    showError(err);
+    document.body.dataset.ready = "error";
+  }
+}
+
+async function main() {
+  try {
+    state.meta = await api("meta");
+    state.groups = await api("groups");
+    const runs = await api("runs");
+    for (const r of runs) state.runIndex[r.run_name] = r;
+  } catch (err) {
+    showError(err);
+    document.body.dataset.ready = "error";
+    return;
+  }
+  const m = state.meta;
+  document.getElementById("target").textContent = `${m.mode} ${m.target}` + (m.suites.length > 1 || m.mode === "release" ? ` (suites: ${m.suites.join(", ")})` : "");
+  const priv = document.getElementById("privacy");
+  const nPrivate = Object.entries(m.tiers || {}).filter(([t]) => t !== "public").reduce((a, [, n]) => a + n, 0);
+  if (STATIC) { priv.className = "privacy shared"; priv.textContent = "shareable copy: private-tier text redacted"; }
+  else if (nPrivate) { priv.className = "privacy local"; priv.textContent = `local page: ${nPrivate} private-tier runs shown in full`; }
+  document.title = `MedHELM — ${m.target}`;
+  renderSidebar();
+  window.addEventListener("hashchange", route);
+  await route();
+}
+
+main();
