@@ -80,9 +80,33 @@ _SINKS = [n for n in _MODELS if not any(n in deps for deps, _ in _MODELS.values(
 def leaderboard_files(medhelm: MedhelmResource) -> dg.MaterializeResult:
     from medhelm_core.summarize_files import write_leaderboard_files
 
-    info = write_leaderboard_files(medhelm.workspace())
+    ws = medhelm.workspace()
+    info = write_leaderboard_files(ws)
     tables = info.pop("top_table_markdown", "")
-    return dg.MaterializeResult(metadata={**info, "leaderboard": dg.MetadataValue.md(tables)})
+    metadata = {**info, "leaderboard": dg.MetadataValue.md(tables)}
+    metadata.update(_page_metadata(ws))
+    return dg.MaterializeResult(metadata=metadata)
+
+
+def _page_metadata(ws) -> dict:
+    """The leaderboard as medhelm-server shows it (HELM's number format, models as columns), row counts,
+    costs, judge statuses and the published comparison; a preview must never fail the asset."""
+    from medhelm_core.server.report import leaderboard_metadata
+
+    try:
+        with ws.store.connect() as conn:
+            md = leaderboard_metadata(conn, output_path=ws.output_path)
+    except Exception as e:  # noqa: BLE001
+        return {"preview_error": str(e)}
+    out: dict = {}
+    for k, v in md.items():
+        if k == "leaderboard_md":
+            out["leaderboard"] = dg.MetadataValue.md(v)
+        elif k.endswith("_md"):
+            out[k[:-3]] = dg.MetadataValue.md(v)
+        else:
+            out[k] = v
+    return out
 
 
 SUMMARY_ASSETS = [summarize_target, *SQL_ASSETS, leaderboard_files]

@@ -300,19 +300,18 @@ def _usd(value: float | None) -> str:
 def format_estimate(est: Estimate, budget: float | None = None) -> str:
     from tabulate import tabulate
 
-    headers = ["run", "calls", "deployment", "new", "reused", "prompt tokens", "max output tokens", "USD"]
-    # "calls" says whose calls: the model's or its jury's
+    headers = ["run", "calls of", "deployment", "new calls", "reused", "prompt tokens", "max output tokens", "USD"]
     table = [[r.run_name if r.kind == "model" else "  + jury", r.kind, r.deployment, r.calls, r.reused,
               f"{r.prompt_tokens:,}", f"{r.output_tokens:,}", _usd(r.usd)] for r in est.rows]
     lines = ["Estimated cost before sending anything (upper bound: prompt tokens by each deployment's tokenizer "
              "+ max_tokens of output; stored completions cost nothing):", "",
-             tabulate(table, headers=headers, disablenumparse=True, colalign=("left", "left", "left", "right",
+             tabulate(table, headers=headers, disable_numparse=True, colalign=("left", "left", "left", "right",
                                                                               "right", "right", "right", "right")),
              "", "By deployment:"]
     dep_rows = [[r.deployment, r.kind, r.calls, r.reused, f"{r.prompt_tokens:,}", f"{r.output_tokens:,}",
                  _usd(r.usd)] for r in est.by_deployment()]
-    lines.append(tabulate(dep_rows, headers=["deployment", "calls", "new", "reused", "prompt tokens",
-                                              "max output tokens", "USD"], disablenumparse=True))
+    lines.append(tabulate(dep_rows, headers=["deployment", "calls of", "new calls", "reused", "prompt tokens",
+                                              "max output tokens", "USD"], disable_numparse=True))
     calls = sum(r.calls for r in est.rows)
     ptok = sum(r.prompt_tokens for r in est.rows)
     otok = sum(r.output_tokens for r in est.rows)

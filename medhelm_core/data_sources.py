@@ -178,6 +178,18 @@ def fetch(up: UpstreamFile) -> Path:
     return path
 
 
+def fetch_or_mirror_member(up: UpstreamFile, archive: str, member: str) -> Located:
+    """`fetch(up)`, except that a mirror lacking the file may hold it as `member` of the zip
+    `<mirror>/<scenario>/<archive>` (ehr_sql's train.json, >= 4 MiB upstream, ships inside
+    benchmarkdata's eicu.zip byte for byte)."""
+    mirror = mirror_root()
+    if mirror is not None and not (mirror / up.scenario / up.name).is_file():
+        zpath = mirror / up.scenario / archive
+        if zpath.is_file():
+            return Located(zpath, zip_member_name(zpath, member, up.scenario))
+    return Located(fetch(up))
+
+
 def fetch_member(zm: ZipMember) -> Located:
     """A zip member: `<mirror>/<scenario>/<name>` in a mirror; online, read from the cached zip."""
     mirror = mirror_root()
@@ -227,10 +239,18 @@ def _download_hf_split(hf: HFSplit):
     path = hf.online_path or hf.path
     try:
         if hf.parquet_export:
+            # The export branch holds <config>/<split>/NNNN.parquet (older exports:
+            # <config>/<name>-<split>.parquet); read the files with the `parquet` builder.
             folder = hf.export_config or hf.config or "default"
-            url = (f"hf://datasets/{path}@{HF_PARQUET_EXPORT.replace('/', '%2F')}/{folder}/{hf.split}/*.parquet")
-            return datasets.load_dataset("parquet", data_files={hf.split: url}, split=hf.split,
-                                         cache_dir=str(cache_root() / ".hf_cache"))
+            base = f"hf://datasets/{path}@{HF_PARQUET_EXPORT.replace('/', '%2F')}/{folder}"
+            error: Exception | None = None
+            for pattern in (f"{base}/{hf.split}/*.parquet", f"{base}/*-{hf.split}.parquet"):
+                try:
+                    return datasets.load_dataset("parquet", data_files={hf.split: pattern}, split=hf.split,
+                                                 cache_dir=str(cache_root() / ".hf_cache"))
+                except FileNotFoundError as e:
+                    error = e
+            raise error  # type: ignore[misc]
         return datasets.load_dataset(path, hf.config, split=hf.split, revision=hf.revision,
                                      cache_dir=str(cache_root() / ".hf_cache"))
     except Exception as e:  # network, auth, missing revision: one line naming the source

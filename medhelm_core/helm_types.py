@@ -62,10 +62,18 @@ DATA_AUGMENTER_SPEC_DEFAULT: dict[str, Any] = {
 }
 
 
+# Fields whose value is a plain dict in HELM (ObjectSpec.args, Instance.extra_data,
+# RequestState.annotations / output_mapping): `dataclasses.asdict` copies plain dicts as they are,
+# so None values inside them survive (`"category": null` in head_qa's scenario args, a jury's
+# `"prompt_text": null`, ehr_sql's `"query_error": null`).
+PLAIN_DICT_FIELDS = frozenset({"args", "extra_data", "annotations", "output_mapping"})
+
+
 def drop_nones(obj: Any) -> Any:
-    """HELM's `asdict_without_nones`: drop None-valued keys at every level."""
+    """HELM's `asdict_without_nones`: drop None-valued dataclass fields at every level (plain-dict
+    fields, `PLAIN_DICT_FIELDS`, are kept as they are)."""
     if isinstance(obj, dict):
-        return {k: drop_nones(v) for k, v in obj.items() if v is not None}
+        return {k: (v if k in PLAIN_DICT_FIELDS else drop_nones(v)) for k, v in obj.items() if v is not None}
     if isinstance(obj, list):
         return [drop_nones(v) for v in obj]
     return obj

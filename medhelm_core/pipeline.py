@@ -325,6 +325,9 @@ def run_completions(ws: Workspace, run: RunRef) -> EngineReport:
     if not rows:
         raise MedhelmError(f"{run.run_name}: no requests built yet")
     jobs = [Job(k, dep, json.loads(state)["request"]) for _, k, dep, state in rows]
+    from medhelm_core.dspy_client import set_current_run_spec_name
+
+    set_current_run_spec_name(run.run_name)  # HELM's runner global, read by DSPy deployments
     _, report = ws.engine(f"{run.run_name} completions").run(jobs)
     if report.budget_stopped:
         _budget_stop(ws, run, report, "model requests")
@@ -518,7 +521,7 @@ def write_files(ws: Workspace, run: RunRef, computed: dict | None = None) -> Pat
     defn = SCENARIOS[spec["scenario_spec"]["class_name"]]
     directory = run_dir(ws.output_path, run.suite, run.run_name)
     write_run_files(directory, spec, defn.metadata(spec["scenario_spec"]["args"]), computed["request_states"],
-                    spec.get("annotators") or [], computed["stats"], computed["per_instance_stats"])
+                    spec.get("annotators"), computed["stats"], computed["per_instance_stats"])  # None: no annotator_specs
     return directory
 
 

@@ -379,8 +379,11 @@ class EndpointLimiter:
                 headers: Mapping[str, str] | None = None, used_tokens: int | None = None) -> None:
         now = time.monotonic()
         s = self.settings
-        if self.tpm is not None and used_tokens is not None:
-            self.tpm.give_back(lease.tokens - used_tokens)
+        if self.tpm is not None:
+            if used_tokens is not None:
+                self.tpm.give_back(lease.tokens - used_tokens)
+            elif kind not in (OK, CONTENT_FILTER):
+                self.tpm.give_back(lease.tokens)  # a refused attempt used no tokens
         with self.cond:
             self.in_flight -= 1
             self.counts[kind] = self.counts.get(kind, 0) + 1

@@ -68,6 +68,7 @@ def register_scenario(defn: ScenarioDef) -> ScenarioDef:
 def load_all() -> None:
     """Import every module that registers run-spec functions, scenarios and annotators."""
     from medhelm_core import annotators, annotators_public, runspecs, scenarios  # noqa: F401  (imports register)
+    from medhelm_core import annotators_gated  # noqa: F401  (gated-tier juries)
 
 
 @dataclass(frozen=True)

@@ -42,3 +42,80 @@ class MockServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self._dir.cleanup()
+
+
+class ScriptedServer:
+    """A loopback OpenAI-compatible endpoint whose every answer a test scripts:
+    `behave(prompt, n, state) -> (status, body dict or None, headers, delay_s)` where n is the number
+    of requests received so far (this one included) and state the server (in_flight, ...).
+    A None body on 200 means a normal chat completion echoing the prompt."""
+
+    def __init__(self, behave):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        server_self = self
+        self.behave = behave
+        self.lock = threading.Lock()
+        self.count = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.prompts: list[str] = []
+        self.auth: set[str] = set()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                prompt = "\n".join(m.get("content", "") for m in body.get("messages", []))
+                with server_self.lock:
+                    server_self.count += 1
+                    n = server_self.count
+                    server_self.in_flight += 1
+                    server_self.max_in_flight = max(server_self.max_in_flight, server_self.in_flight)
+                    server_self.prompts.append(prompt)
+                    server_self.auth.add(self.headers.get("Authorization", ""))
+                try:
+                    status, payload, headers, delay = server_self.behave(prompt, n, server_self)
+                    if delay:
+                        time.sleep(delay)
+                finally:
+                    with server_self.lock:
+                        server_self.in_flight -= 1
+                if payload is None:
+                    payload = {"id": "x", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                               "choices": [{"index": 0, "finish_reason": "stop",
+                                            "message": {"role": "assistant", "content": f"answer to {prompt}"}}],
+                               "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": 3,
+                                         "total_tokens": len(prompt.split()) + 3}}
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def error_body(message: str, etype: str = "invalid_request_error", code: str | None = None) -> dict:
+    return {"error": {"message": message, "type": etype, "param": None, "code": code}}

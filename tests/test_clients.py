@@ -81,3 +81,47 @@ def test_deepseek_thinking_removed():
     assert remove_deepseek_r1_thinking("<think>x</think>answer") == "answer"
     assert remove_deepseek_r1_thinking("<think>unclosed") == ""
     assert remove_deepseek_r1_thinking("plain") == "plain"
+
+
+def test_attempt_reports_usage_and_rate_limit_headers_only():
+    from tests.mock_server import ScriptedServer
+
+    headers = {"x-ratelimit-remaining-requests": "41", "x-ratelimit-reset-tokens": "6m0s", "x-secret-thing": "no"}
+    server = ScriptedServer(lambda prompt, n, srv: (200, None, headers, 0))
+    try:
+        att = _client(server).attempt({"model": "m/x", "prompt": "two words", "temperature": 0.0, "top_p": 1,
+                                       "num_completions": 1, "stop_sequences": [], "max_tokens": 5,
+                                       "presence_penalty": 0, "frequency_penalty": 0})
+    finally:
+        server.close()
+    assert att.kind == "ok" and att.usage["prompt_tokens"] == 2 and att.completion_tokens == 3
+    assert att.headers == {"x-ratelimit-remaining-requests": "41", "x-ratelimit-reset-tokens": "6m0s"}
+    assert att.result["completions"][0]["text"] == "answer to two words"
+
+
+def test_error_texts_never_carry_the_key():
+    """A gateway that echoes the key (or part of it) in its error: the message we keep is redacted."""
+    from tests.mock_server import ScriptedServer, error_body
+
+    key = "sk-SECRET-abcdef123456"
+
+    def behave(prompt, n, srv):
+        if "auth" in prompt:
+            return 401, error_body(f"Incorrect API key provided: {key} (Bearer {key})"), {}, 0
+        return 500, error_body(f"upstream failed for key {key[:12]}***{key[-4:]}"), {}, 0
+
+    server = ScriptedServer(behave)
+    try:
+        client = OpenAICompatibleClient(server.base_url, key, retry=RetryPolicy(max_attempts=1))
+        base = {"model": "m/x", "temperature": 0.0, "top_p": 1, "num_completions": 1, "stop_sequences": [],
+                "max_tokens": 5, "presence_penalty": 0, "frequency_penalty": 0}
+        auth = client.attempt({**base, "prompt": "auth"})
+        upstream = client.attempt({**base, "prompt": "other"})
+        with pytest.raises(RequestFailed) as exc:
+            client.complete({**base, "prompt": "auth"})
+    finally:
+        server.close()
+    assert auth.kind == "fatal_endpoint" and upstream.kind == "server_error"
+    for text in (auth.message, upstream.message, str(exc.value), repr(client)):
+        assert "SECRET" not in text and "abcdef" not in text, text
+    assert "provided: ***" in auth.message and "sk-SECRET-abcd***" not in upstream.message

@@ -606,17 +606,21 @@ def test_load_oracle_deployments():
     assert d.client_spec.args["openai_model_name"] == "gpt-4o-2024-05-13"
     registry = load_model_registry(prod_env)
     assert registry.get_model_metadata("mockai/mock-gpt-a").display_name == "Mock mock-gpt-a"
-    # deployments whose model has no metadata get HELM's placeholder metadata
-    assert registry.get_model_metadata("openai/gpt-4o-2024-05-13").tags == ["TEXT_MODEL_TAG",
-                                                                             "FULL_FUNCTIONALITY_TEXT_MODEL_TAG"]
+    # the built-in layer carries HELM's metadata for the MedHELM models ...
+    assert "OPENAI_CHATGPT_MODEL_TAG" in registry.get_model_metadata("openai/gpt-4o-2024-05-13").tags
+    # ... without it, deployments whose model has no metadata get HELM's placeholder metadata
+    bare = load_model_registry(prod_env, include_builtin=False)
+    assert bare.get_model_metadata("openai/gpt-4o-2024-05-13").tags == ["TEXT_MODEL_TAG",
+                                                                         "FULL_FUNCTIONALITY_TEXT_MODEL_TAG"]
     credentials = load_credentials(prod_env, env={})
     assert resolve_api_key(d, credentials, env={}).get_secret_value() == "sk-mock-not-a-secret"
     assert resolve_base_url(d, credentials) == "http://127.0.0.1:37905/v1"
 
 
-def test_builtin_hook_is_empty_and_loaded(tmp_path):
+def test_builtin_hook_is_loaded(tmp_path):
     registry = load_model_registry(tmp_path)
-    assert registry.deployments == {}
+    # HELM's built-in deployments for the models the MedHELM confs name (medhelm_core/conf/)
+    assert registry.deployments["stanfordhealthcare/gpt-4o-2024-05-13"].model_name == "openai/gpt-4o-2024-05-13"
     assert any("medhelm_core/conf/model_deployments.yaml" in f for f in registry.deployment_files)
     with pytest.raises(MedhelmError) as err:
         registry.get_deployment("org/nope")
@@ -635,7 +639,7 @@ def test_local_deployments_override_and_model_name_default(tmp_path):
     """)
     registry = load_model_registry(tmp_path)
     assert registry.deployments["org/m"].model_name == "org/other"
-    assert [d.model_name for d in registry.deployment_list] == ["org/m", "org/other"]
+    assert [d.model_name for d in registry.deployment_list if d.name == "org/m"] == ["org/m", "org/other"]
 
 
 def test_deployment_secret_args_are_hidden(tmp_path):

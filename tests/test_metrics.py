@@ -405,8 +405,8 @@ def test_nan_stats_are_removed_and_registry_is_extensible():
 
 
 def test_unknown_metric_class_is_a_clear_error():
-    with pytest.raises(MetricError, match=r"helm\.benchmark\.metrics\.medec_metrics\.MedecMetric"):
-        evaluate_run(_run_spec([{"class_name": "helm.benchmark.metrics.medec_metrics.MedecMetric", "args": {}}]),
+    with pytest.raises(MetricError, match=r"helm\.benchmark\.metrics\.bbq_metrics\.BBQMetric"):
+        evaluate_run(_run_spec([{"class_name": "helm.benchmark.metrics.bbq_metrics.BBQMetric", "args": {}}]),
                      [_rs("id0", "x", [])], "simple/tokenizer1")
 
 

@@ -1,31 +1,21 @@
 """End to end against real HELM 0.5.16 output: medhelm-run + medhelm-summarize on the inputs that
 produced ../shared/oracle/synthetic, with the mock model server started here on loopback."""
-import json
-import re
-import shutil
-import stat
-from pathlib import Path
-
 import duckdb
 import pytest
 
 from assets.cli import run_main, summarize_main
 from tests.oracle import SYNTHETIC, load, run_dirs
+from tests.parity import EXEMPT, assert_group_cells_equal, assert_stats_equal, group_files, lay_out_inputs, table_cells
 
 GOLD = SYNTHETIC / "benchmark_output"
 SUITES = {"oracle-cfg": "work/conf/configurable.conf", "oracle-private": "work/conf/private.conf"}
-EXEMPT = ("inference_runtime",)  # wall-clock time: nobody can reproduce it
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, mock_server):
     """Lay out the inputs as HELM ran them (D/work/...), re-point prod_env at the mock, run both suites."""
     root = tmp_path_factory.mktemp("synthetic")
-    shutil.copytree(SYNTHETIC / "inputs", root / "work")
-    for p in (root / "work").rglob("*"):
-        p.chmod(p.stat().st_mode | stat.S_IWUSR)
-    deployments = root / "work" / "prod_env" / "model_deployments.yaml"
-    deployments.write_text(re.sub(r"http://127\.0\.0\.1:\d+/v1", mock_server.base_url, deployments.read_text()))
+    lay_out_inputs(SYNTHETIC / "inputs", root, mock_server.base_url)
     mp = pytest.MonkeyPatch()
     mp.chdir(root)
     mp.setenv("DAGSTER_HOME", str(root / "dagster_home"))
@@ -63,64 +53,17 @@ def test_run_files_equal_helm(built, suite, run):
         assert o["result"]["completions"] == g["result"]["completions"]
         assert o.get("annotations") == g.get("annotations")        # judge prompts and parsed verdicts
     for name in ("per_instance_stats.json", "stats.json"):
-        _assert_stats_equal(load(gold / name), load(ours / name), per_instance=name.startswith("per"))
-
-
-def _flatten(stats, per_instance):
-    out = {}
-    entries = stats if per_instance else [{"instance_id": None, "stats": stats}]
-    for e in entries:
-        for s in e["stats"]:
-            out[(e["instance_id"], json.dumps(s["name"], sort_keys=True))] = (s["count"], s.get("mean"))
-    return out
-
-
-def _assert_stats_equal(gold, ours, per_instance):
-    g, o = _flatten(gold, per_instance), _flatten(ours, per_instance)
-    assert set(o) == set(g)
-    for key, (count, mean) in g.items():
-        if any(x in key[1] for x in EXEMPT):
-            continue
-        assert o[key][0] == count, key
-        assert (o[key][1] is None) == (mean is None), key
-        if mean is not None:
-            assert o[key][1] == pytest.approx(mean, abs=1e-9), key
-
-
-def _cells(tables):
-    """{(table title, row name, column header): value} for every cell of every table."""
-    out = {}
-    for t in tables:
-        header = [h["value"] for h in t["header"]]
-        for row in t["rows"]:
-            for h, cell in zip(header, row):
-                out[(t.get("title"), row[0].get("value"), h)] = cell.get("value")
-    return out
-
-
-def _group_files(base: Path):
-    return sorted(p.name for p in (base / "groups").glob("*.json"))
+        assert_stats_equal(load(gold / name), load(ours / name), per_instance=name.startswith("per"))
 
 
 @pytest.mark.parametrize("target", ["runs/oracle-cfg", "runs/oracle-private", "releases/oracle"])
 def test_every_leaderboard_cell_equals_helm(built, target):
     gold, ours = GOLD / target, built["out"] / target
-    assert _group_files(ours) == _group_files(gold)
-    compared = 0
-    for name in _group_files(gold):
-        g, o = _cells(load(gold / "groups" / name)), _cells(load(ours / "groups" / name))
-        assert set(o) == set(g), name
-        for key, value in g.items():
-            if "Efficiency" == key[0] or any(x in str(key[2]) for x in ("Observed inference time",)):
-                continue
-            if isinstance(value, float):
-                assert o[key] == pytest.approx(value, abs=1e-9), (name, key)
-            else:
-                assert o[key] == value, (name, key)
-            compared += 1
+    assert group_files(ours) == group_files(gold)
+    compared = sum(assert_group_cells_equal(gold / "groups", ours / "groups", name) for name in group_files(gold))
     assert compared > 0
     # The index tables: same cells (HELM orders an auto-generated schema by hash seed, so no order check).
-    g, o = _cells(load(gold / "groups.json")), _cells(load(ours / "groups.json"))
+    g, o = table_cells(load(gold / "groups.json")), table_cells(load(ours / "groups.json"))
     assert set(o) == set(g)
     for key, value in g.items():
         if key[2] == "Adaptation method":  # HELM joins a set: order follows the hash seed

@@ -36,10 +36,11 @@ exists and serves that model; then the model-metadata-tag changes. All of HELM's
 (NO_NEWLINES -> stop=hash, NLG_PREFIX -> global_prefix=nlg, CHATML, Claude 1/2 prompts, Claude 3
 (drop whitespace-only stop sequences), Gemini Pro Vision v1 max_tokens 1 -> 2, IDEFICS instruct,
 LLaVA, OpenFlamingo, BUGGY_TEMP_0 (temperature 0 -> 1e-4), google/medlm-large -> stop=none).
-For the MedHELM models only ANTHROPIC_CLAUDE_3_MODEL_TAG is carried (claude-3-5/3-7 sonnet), and
-MedHELM specs have no whitespace-only stop sequences, so in practice nothing changes — provided
-the metadata tags come from the user's `model_metadata.yaml` (HELM's own built-in metadata is
-not shipped; an unknown model gets HELM's placeholder tags, which trigger none of these).
+For the MedHELM models only ANTHROPIC_CLAUDE_3_MODEL_TAG matters (claude-3-5/3-7 sonnet): their
+multiple-choice run specs (stop sequence "\n") get `stop_sequences=[]`. The tags come from the
+built-in `medhelm_core/conf/model_metadata.yaml` (HELM's metadata for the models of the MedHELM
+confs) and the user's `model_metadata.yaml`; an unknown model gets HELM's placeholder tags, which
+trigger none of these.
 
 Unsupported HELM expanders (`data_augmentation`, `tokenizer`, `output_format_instructions`,
 `process_output`, `chatml` as a description key) raise a MedhelmError instead of silently

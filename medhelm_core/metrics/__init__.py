@@ -26,6 +26,7 @@ from medhelm_core.metrics.stat import Stat, merge_stat, metric_name  # noqa: F40
 
 # Modules whose import registers metric classes.
 from medhelm_core.metrics import basic, ehr_sql, jury, medcalc, medec, summarization  # noqa: F401,E402
+from medhelm_core.metrics import mimiciv_billing_code  # noqa: F401,E402  (gated tier)
 from medhelm_core.metrics.jury import jury_score_corrected  # noqa: F401,E402
 
 from medhelm_core.metrics.evaluate import evaluate_run  # noqa: F401,E402

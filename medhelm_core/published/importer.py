@@ -10,8 +10,9 @@ duplicates a row.  A corrupt object is recorded in the manifest with its error (
 again until it changes); its run is left out, like a run directory without stats.json, and both
 are listed in `published_problems` and in the report.
 
-Large files (per_instance_stats.json, scenario_state.json) are parsed by DuckDB's JSON reader
-straight from disk: the source file itself for a local folder, a staging copy for anything else.
+Every object is parsed by DuckDB's JSON reader straight from disk (no Python JSON on the way):
+the source file itself for a local folder, a staging copy of the fetched bytes for anything else.
+Gzip-compressed objects are recognised by their magic number and read with compression='gzip'.
 """
 from __future__ import annotations
 
@@ -26,17 +27,16 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 import duckdb
-import pandas as pd
 
 from medhelm_core.registry import MedhelmError
-from medhelm_core.store import Store, insert_rows
-from medhelm_core.summarize.tables import STAT_COLUMNS, stat_rows
+from medhelm_core.store import Store
 
+from .rows import insert_json_rows, sql_str
 from .source import ObjectInfo, Source, decode_bytes, is_gzip
-from .tables import ensure_published_tables
+from .tables import STAT_STRUCT, ensure_published_tables
 
 DOC_FILES = {"summary.json": "summary", "schema.json": "schema", "groups.json": "groups",
              "runs_to_run_suites.json": "runs_to_run_suites"}
@@ -47,13 +47,10 @@ KIND_ORDER = ["summary", "schema", "groups", "runs_to_run_suites", "group_table"
 LARGE_KINDS = {"per_instance_stats", "scenario_state"}
 SKIPPED_DIRS = {"eval_cache", "groups"}   # HELM's read_runs_for_suite skips these
 
-BATCH_OBJECTS = 64
-BATCH_BYTES = 192 * 1024 * 1024
+BATCH_OBJECTS = int(os.environ.get("MEDHELM_IMPORT_BATCH_OBJECTS", "1024"))
+BATCH_BYTES = 128 * 1024 * 1024
 MAX_JSON_OBJECT = 4 * 1024 * 1024 * 1024 - 1
 
-STAT_STRUCT = ("STRUCT(name STRUCT(name VARCHAR, split VARCHAR, sub_split VARCHAR, perturbation JSON), "
-               "count BIGINT, sum DOUBLE, sum_squared DOUBLE, min DOUBLE, max DOUBLE, mean DOUBLE, "
-               "variance DOUBLE, stddev DOUBLE)")
 REQUEST_STATE_STRUCT = ("STRUCT(instance JSON, reference_index INTEGER, request_mode VARCHAR, "
                         "train_trial_index INTEGER, output_mapping JSON, request JSON, result JSON, "
                         "num_train_instances INTEGER, prompt_truncated BOOLEAN, num_conditioning_tokens INTEGER, "
@@ -218,12 +215,17 @@ def _names(source: Source, folder: str) -> str:
 @dataclass
 class Fetched:
     planned: Planned
-    data: Optional[bytes] = None     # small objects
-    path: Optional[str] = None       # large objects: a file DuckDB reads
+    path: Optional[str] = None       # a file on this machine that DuckDB reads
     gz: bool = False
     temp: bool = False
     nbytes: int = 0
     missing: bool = False
+
+
+class _ParseError(Exception):
+    def __init__(self, kind: str, items: list, error: str):
+        super().__init__(error)
+        self.kind, self.items, self.error = kind, items, error
 
 
 class Importer:
@@ -232,7 +234,8 @@ class Importer:
     def __init__(self, store: Store, source: Source, release: Optional[str] = None, suite: Optional[str] = None,
                  with_completions: bool = False, per_instance: bool = True, jobs: int = 16,
                  suite_prefix: str = "", progress: Optional[Callable[[str], None]] = None,
-                 crash_after: Optional[int] = None):
+                 crash_after: Optional[int] = None, batch_objects: int = BATCH_OBJECTS,
+                 batch_bytes: int = BATCH_BYTES):
         self.store, self.source = store, source
         self.release, self.suite = release, suite
         self.kinds = wanted_kinds(per_instance, with_completions)
@@ -241,46 +244,37 @@ class Importer:
         self.progress = progress or (lambda msg: None)
         env_crash = os.environ.get("MEDHELM_IMPORT_CRASH_AFTER")   # test hook: simulate a kill mid-import
         self.crash_after = crash_after if crash_after is not None else (int(env_crash) if env_crash else None)
+        self.batch_objects, self.batch_bytes = max(1, batch_objects), batch_bytes
         self._processed = 0
-        self._summary_bytes: dict[str, bytes] = {}
+        self._prefetched: dict[str, bytes] = {}
         self.staging = Path(store.path).parent / ".published_staging"
 
-    # -- helpers -------------------------------------------------------------------------------
     def local_suite(self, suite: str) -> str:
         return f"{self.suite_prefix}{suite}"
-
-    def _manifest(self, conn) -> dict[str, tuple[str, int, str]]:
-        rows = conn.execute("SELECT key, version, size, status FROM published_objects WHERE source = ?",
-                            [self.source.uri]).fetchall()
-        return {k: (v, s, st) for k, v, s, st in rows}
-
-    def _read_summary(self, obj: ObjectInfo) -> bytes:
-        with self.store.connect() as conn:
-            ensure_published_tables(conn)
-            row = conn.execute("SELECT version, size FROM published_objects WHERE source = ? AND key = ? "
-                               "AND status = 'ok'", [self.source.uri, obj.key]).fetchone()
-            if row and row[0] == obj.version and row[1] == obj.size:
-                doc = conn.execute("SELECT content FROM published_documents WHERE key = ?", [obj.key]).fetchone()
-                if doc:
-                    return doc[0].encode()
-        data = self.source.fetch(obj)
-        self._summary_bytes[obj.key] = data
-        return data
 
     # -- the import ------------------------------------------------------------------------------
     def run(self) -> ImportReport:
         start = time.time()
-        listing = list_target(self.source, self.release, self.suite, self.kinds, self._read_summary)
-        local = [self.local_suite(s) for s in listing.suites]
-        report = ImportReport(listing.target, listing.mode, self.source.uri, listing.suites, local,
-                              data_version=listing.data_version())
+        self.source.preflight()
+        with self.store.connect() as conn:
+            ensure_published_tables(conn)
+            rows = conn.execute("SELECT key, version, size, status FROM published_objects WHERE source = ?",
+                                [self.source.uri]).fetchall()
+            manifest = {k: (v, s, st) for k, v, s, st in rows}
+            listing = list_target(self.source, self.release, self.suite, self.kinds,
+                                  lambda obj: self._read_summary(conn, manifest, obj))
+            report = ImportReport(listing.target, listing.mode, self.source.uri, listing.suites,
+                                  [self.local_suite(s) for s in listing.suites], data_version=listing.data_version())
+            conn.execute("BEGIN TRANSACTION")
+            try:
+                self._check_suite_names(conn, listing)
+                report.removed = self._remove_vanished(conn, listing, manifest)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
         wanted = listing.wanted()
         report.listed = len(wanted)
-        with self.store.transaction() as conn:
-            ensure_published_tables(conn)
-            self._check_suite_names(conn, listing)
-            manifest = self._manifest(conn)
-            report.removed = self._remove_vanished(conn, listing, manifest)
         todo = []
         for p in wanted:
             m = manifest.get(p.obj.key)
@@ -290,13 +284,26 @@ class Importer:
                 todo.append(p)
         todo.sort(key=lambda p: (KIND_ORDER.index(p.kind), p.obj.key))
         if todo:
-            self.progress(f"{len(todo)} of {len(wanted)} objects to fetch ({sum(p.obj.size for p in todo) / 1e6:.1f} MB)")
+            self.progress(f"{len(todo)} of {len(wanted)} objects to fetch "
+                          f"({sum(p.obj.size for p in todo) / 1e6:.1f} MB)")
         self._fetch_and_ingest(todo, report)
         with self.store.transaction() as conn:
             report.runs = self._finalize(conn, listing, report)
             report.problems = self._problems(conn, listing)
         report.seconds = time.time() - start
         return report
+
+    def _read_summary(self, conn, manifest: dict, obj: ObjectInfo) -> bytes:
+        """summary.json's bytes: from the store when unchanged, else fetched (and kept for ingesting)."""
+        m = manifest.get(obj.key)
+        if m and m[0] == obj.version and m[1] == obj.size and m[2] == "ok":
+            doc = conn.execute("SELECT content FROM published_documents WHERE key = ? AND name = 'summary.json'",
+                               [obj.key]).fetchone()
+            if doc:
+                return doc[0].encode()
+        data = self.source.fetch(obj)
+        self._prefetched[obj.key] = data
+        return data
 
     def _check_suite_names(self, conn, listing: Listing) -> None:
         """Refuse to put published runs under a suite name that holds the user's own runs."""
@@ -318,53 +325,112 @@ class Importer:
     def _remove_vanished(self, conn, listing: Listing, manifest: dict) -> int:
         """Objects imported before that are no longer in the bucket: drop their rows."""
         gone = [k for k in manifest if any(k.startswith(p) for p in listing.prefixes) and k not in listing.listed_keys]
-        if not gone:
-            return 0
-        run_keys, docs = [], []
         for k in gone:
             for s in dict.fromkeys(listing.suites):
                 c = classify_run(k, s)
                 if c:
-                    run_keys.append((s, c[1], c[0]))
+                    for table in TABLES_OF_KIND[c[0]]:
+                        conn.execute(f"DELETE FROM {table} WHERE suite = ? AND run_name = ?", [s, c[1]])
             c = classify_doc(k, listing.doc_prefix)
             if c:
-                docs.append(c[1])
-        for s, r, kind in run_keys:
-            for table in _TABLES_OF_KIND[kind]:
-                conn.execute(f"DELETE FROM {table} WHERE suite = ? AND run_name = ?", [s, r])
-        for d in docs:
-            conn.execute("DELETE FROM published_documents WHERE target = ? AND name = ?", [listing.target, d])
-        conn.executemany("DELETE FROM published_objects WHERE source = ? AND key = ?",
-                         [(self.source.uri, k) for k in gone])
+                conn.execute("DELETE FROM published_documents WHERE target = ? AND name = ?", [listing.target, c[1]])
+            conn.execute("DELETE FROM published_objects WHERE source = ? AND key = ?", [self.source.uri, k])
         return len(gone)
+
+    # -- after the objects ------------------------------------------------------------------------
+    def _finalize(self, conn, listing: Listing, report: ImportReport) -> int:
+        """Record the target, put its runs into the summarize input tables, parse its leaderboard."""
+        uri = self.source.uri
+        total = 0
+        for s in dict.fromkeys(listing.suites):
+            loc = self.local_suite(s)
+            prev = conn.execute("SELECT local_suite FROM published_suites WHERE suite = ?", [s]).fetchone()
+            if prev and prev[0] != loc:
+                conn.execute("DELETE FROM runs WHERE suite = ?", [prev[0]])
+                conn.execute("DELETE FROM run_stats WHERE suite = ?", [prev[0]])
+            conn.execute("DELETE FROM runs WHERE suite = ?", [loc])
+            conn.execute("DELETE FROM run_stats WHERE suite = ?", [loc])
+            # a run counts when both run_spec.json and stats.json were read (HELM skips the others)
+            usable = """FROM published_runs r
+                JOIN published_objects o ON o.source = ? AND o.key = 'runs/' || r.suite || '/' || r.run_name || '/stats.json'
+                     AND o.status = 'ok'
+                WHERE r.suite = ?"""
+            conn.execute(f"""INSERT INTO runs (suite, run_name, run_spec, scenario_metadata, run_path)
+                SELECT ?, r.spec_name, r.run_spec, NULL, r.run_path {usable} ORDER BY r.run_name""", [loc, uri, s])
+            conn.execute(f"""INSERT INTO run_stats
+                SELECT ?, r.spec_name, st.ordinal, st.name, st.split, st.sub_split, st.perturbation, st.perturbation_name,
+                       st.computed_on, st.count, st.sum, st.sum_squared, st.min, st.max, st.mean, st.variance, st.stddev
+                {usable.replace("WHERE r.suite = ?", "JOIN published_run_stats st ON st.suite = r.suite AND st.run_name = r.run_name WHERE r.suite = ?")}
+                ORDER BY r.run_name, st.ordinal""", [loc, uri, s])
+            n = conn.execute("SELECT count(*) FROM runs WHERE suite = ?", [loc]).fetchone()[0]
+            total += n
+            conn.execute("DELETE FROM published_suites WHERE suite = ?", [s])
+            conn.execute("INSERT INTO published_suites (suite, local_suite, source, runs) VALUES (?, ?, ?, ?)",
+                         [s, loc, uri, n])
+        conn.execute("DELETE FROM published_targets WHERE target = ?", [listing.target])
+        conn.execute("INSERT INTO published_targets (target, mode, source, suites, local_suites, date, data_version) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     [listing.target, listing.mode, uri, listing.suites, [self.local_suite(s) for s in listing.suites],
+                      str(listing.summary.get("date") or ""), report.data_version])
+        from .leaderboard import store_published_cells
+
+        store_published_cells(conn, listing.target)
+        return total
+
+    def _problems(self, conn, listing: Listing) -> list[Problem]:
+        out: list[Problem] = []
+        wanted = {p.obj.key for p in listing.wanted()}
+        for key, err in conn.execute("SELECT key, error FROM published_objects WHERE source = ? AND status = 'corrupt' "
+                                     "ORDER BY key", [self.source.uri]).fetchall():
+            if key in wanted:
+                out.append(Problem(key, self.source.display(key), "corrupt", err or ""))
+        present: dict[tuple[str, str], set[str]] = {}
+        for s in dict.fromkeys(listing.suites):
+            prefix = f"runs/{s}/"
+            for k in listing.listed_keys:
+                if not k.startswith(prefix):
+                    continue
+                parts = k[len(prefix):].split("/")
+                if len(parts) == 2 and parts[0] not in SKIPPED_DIRS:
+                    present.setdefault((s, parts[0]), set()).add(parts[1])
+        for (s, d), files in sorted(present.items()):
+            for needed in ("run_spec.json", "stats.json"):
+                if needed not in files:
+                    key = f"runs/{s}/{d}/{needed}"
+                    out.append(Problem(key, self.source.display(key), "missing",
+                                       "object not found; the run is left out (as helm-summarize does)"))
+        conn.execute("DELETE FROM published_problems WHERE target = ?", [listing.target])
+        if out:
+            insert_json_rows(conn, "published_problems", [
+                {"target": listing.target, "key": p.key, "uri": p.uri, "problem": p.problem, "message": p.message}
+                for p in out])
+        return out
 
     # -- fetching --------------------------------------------------------------------------------
     def _fetch_one(self, p: Planned) -> Fetched:
+        """Make the object readable from local disk: the file itself, or a staged copy of its bytes."""
         try:
-            if p.kind in LARGE_KINDS:
-                local = self.source.local_path(p.obj.key)
-                if local is not None:
-                    with open(local, "rb") as f:
-                        gz = is_gzip(f.read(2))
-                    return Fetched(p, path=local, gz=gz, nbytes=p.obj.size)
-                data = self.source.fetch(p.obj)
-                gz = is_gzip(data)
-                self.staging.mkdir(parents=True, exist_ok=True)
-                fd, path = tempfile.mkstemp(suffix=".json.gz" if gz else ".json", dir=self.staging)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                return Fetched(p, path=path, gz=gz, temp=True, nbytes=len(data))
-            data = self._summary_bytes.pop(p.obj.key, None)
+            local = self.source.local_path(p.obj.key)
+            if local is not None and p.obj.key not in self._prefetched:
+                with open(local, "rb") as f:
+                    gz = is_gzip(f.read(2))
+                return Fetched(p, path=local, gz=gz, nbytes=p.obj.size)
+            data = self._prefetched.pop(p.obj.key, None)
             if data is None:
                 data = self.source.fetch(p.obj)
-            return Fetched(p, data=data, nbytes=len(data))
+            gz = is_gzip(data)
+            self.staging.mkdir(parents=True, exist_ok=True)
+            fd, path = tempfile.mkstemp(suffix=".json.gz" if gz else ".json", dir=self.staging)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            return Fetched(p, path=path, gz=gz, temp=True, nbytes=len(data))
         except FileNotFoundError:
             return Fetched(p, missing=True)
 
     def _batches(self, todo: list[Planned]) -> list[list[Planned]]:
         batches, cur, size = [], [], 0
         for p in todo:
-            if cur and (len(cur) >= BATCH_OBJECTS or size + p.obj.size > BATCH_BYTES):
+            if cur and (len(cur) >= self.batch_objects or size + p.obj.size > self.batch_bytes):
                 batches.append(cur)
                 cur, size = [], 0
             cur.append(p)
@@ -381,7 +447,7 @@ class Importer:
         with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="medhelm-fetch") as pool:
             pending: deque = deque()
             it = iter(batches)
-            for _ in range(2):   # keep the next batch downloading while one is ingested
+            for _ in range(2):   # the next batch downloads while one is ingested
                 b = next(it, None)
                 if b is not None:
                     pending.append([pool.submit(self._fetch_one, p) for p in b])
@@ -415,186 +481,230 @@ class Importer:
 
     # -- ingesting -------------------------------------------------------------------------------
     def _ingest(self, fetched: list[Fetched]) -> None:
+        """Ingest one batch in one transaction.  Files DuckDB cannot parse are found one by one in
+        a scratch database and recorded as corrupt; the batch is then ingested without them."""
+        bad: dict[str, str] = {}
+        while True:
+            try:
+                self._ingest_transaction(fetched, bad)
+                return
+            except _ParseError as e:
+                found = {k: v for k, v in self._probe(e.kind, e.items).items() if k not in bad}
+                if not found:
+                    raise MedhelmError(f"cannot ingest {len(e.items)} {e.kind} object(s): {e.error}") from None
+                bad.update(found)
+
+    def _ingest_transaction(self, fetched: list[Fetched], bad: dict[str, str]) -> None:
         with self.store.transaction() as conn:
             ensure_published_tables(conn)
-            manifest_rows: list[tuple] = []
+            manifest_rows: list[dict] = []
             by_kind: dict[str, list[Fetched]] = {}
             for f in fetched:
-                if f.missing:   # vanished between listing and fetching: it is simply not there
-                    continue
-                by_kind.setdefault(f.planned.kind, []).append(f)
+                if not f.missing:   # vanished between listing and fetching: simply not there
+                    by_kind.setdefault(f.planned.kind, []).append(f)
+            processed = self._processed
             for kind in KIND_ORDER:
                 items = by_kind.get(kind)
                 if not items:
                     continue
-                if kind in LARGE_KINDS:
-                    errors = self._ingest_large(conn, kind, items)
+                good = [f for f in items if f.planned.obj.key not in bad]
+                if kind in TABLES_OF_KIND and TABLES_OF_KIND[kind]:
+                    self._delete_runs(conn, TABLES_OF_KIND[kind], [(f.planned.suite, f.planned.run_name) for f in items])
                 else:
-                    errors = self._ingest_small(conn, kind, items)
+                    target = self.release or self.suite
+                    for f in items:
+                        conn.execute("DELETE FROM published_documents WHERE target = ? AND name = ?",
+                                     [target, f.planned.doc_name])
+                if good:
+                    self._insert(conn, kind, good)
                 for f in items:
-                    err = errors.get(f.planned.obj.key)
                     o = f.planned.obj
-                    manifest_rows.append((self.source.uri, o.key, kind, o.version, o.size,
-                                          "corrupt" if err else "ok", err))
-                    self._processed += 1
-                    if self.crash_after is not None and self._processed >= self.crash_after:
-                        sys.stderr.write(f"medhelm-import: simulated crash after {self._processed} objects\n")
+                    err = bad.get(o.key)
+                    manifest_rows.append({"source": self.source.uri, "key": o.key, "kind": kind, "version": o.version,
+                                          "size": o.size, "status": "corrupt" if err else "ok", "error": err})
+                    processed += 1
+                    if self.crash_after is not None and processed >= self.crash_after:
+                        sys.stderr.write(f"medhelm-import: simulated crash after {processed} objects\n")
                         sys.stderr.flush()
                         os._exit(75)
-            keys = pd.DataFrame({"source": [r[0] for r in manifest_rows], "key": [r[1] for r in manifest_rows]})
-            conn.register("_manifest_keys", keys)
-            try:
-                conn.execute("DELETE FROM published_objects WHERE (source, key) IN "
-                             "(SELECT source, key FROM _manifest_keys)")
-            finally:
-                conn.unregister("_manifest_keys")
-            insert_rows(conn, "published_objects", ["source", "key", "kind", "version", "size", "status", "error"],
-                        manifest_rows)
+            if manifest_rows:
+                insert_json_rows(conn, "_manifest_keys", manifest_rows, temp=True)
+                conn.execute("DELETE FROM published_objects WHERE (source, key) IN (SELECT source, key FROM _manifest_keys)")
+                conn.execute("INSERT INTO published_objects (source, key, kind, version, size, status, error) "
+                             "SELECT source, key, kind, version, size, status, error FROM _manifest_keys")
+                conn.execute("DROP TABLE _manifest_keys")
+        self._processed = processed
 
     def _delete_runs(self, conn, tables: Iterable[str], runs: list[tuple[str, str]]) -> None:
         if not runs:
             return
-        frame = pd.DataFrame(runs, columns=["suite", "run_name"])
-        conn.register("_runs_keys", frame)
-        try:
-            for t in tables:
-                conn.execute(f"DELETE FROM {t} WHERE (suite, run_name) IN (SELECT suite, run_name FROM _runs_keys)")
-        finally:
-            conn.unregister("_runs_keys")
+        insert_json_rows(conn, "_run_keys", [{"suite": s, "run_name": r} for s, r in runs], temp=True)
+        for t in tables:
+            conn.execute(f"DELETE FROM {t} WHERE (suite, run_name) IN (SELECT suite, run_name FROM _run_keys)")
+        conn.execute("DROP TABLE _run_keys")
 
-    def _ingest_small(self, conn, kind: str, items: list[Fetched]) -> dict[str, str]:
-        errors: dict[str, str] = {}
-        parsed: list[tuple[Fetched, Any, str]] = []
-        for f in items:
-            try:
-                text = decode_bytes(f.data).decode("utf-8")
-                obj = json.loads(text)
-                if kind == "run_spec" and not (isinstance(obj, dict) and isinstance(obj.get("name"), str)):
-                    raise ValueError("not a HELM run spec (no 'name')")
-                if kind == "stats":
-                    if not isinstance(obj, list):
-                        raise ValueError("not a list of stats")
-                    rows = stat_rows(f.planned.suite, f.planned.run_name, obj)
-                    obj = rows
-                parsed.append((f, obj, text))
-            except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError, EOFError, OSError) as e:
-                errors[f.planned.obj.key] = f"{type(e).__name__}: {e}"[:500]
-        if kind in ("run_spec", "stats"):
-            self._delete_runs(conn, _TABLES_OF_KIND[kind], [(f.planned.suite, f.planned.run_name) for f in items])
-        if kind == "run_spec":
-            rows = []
-            for f, spec, text in parsed:
-                adapter = spec.get("adapter_spec") or {}
-                rows.append((f.planned.suite, f.planned.run_name, spec["name"], adapter.get("model"),
-                             adapter.get("model_deployment"), list(spec.get("groups") or []), text,
-                             self.source.display(f"runs/{f.planned.suite}/{f.planned.run_name}")))
-            insert_rows(conn, "published_runs", ["suite", "run_name", "spec_name", "model", "model_deployment",
-                                                 "groups", "run_spec", "run_path"], rows)
-        elif kind == "stats":
-            rows = [r for _, srows, _ in parsed for r in srows]
-            if rows:
-                frame = pd.DataFrame(rows, columns=STAT_COLUMNS).astype({"ordinal": "int32", "count": "int64"})
-                for c in ("sum", "sum_squared", "min", "max", "mean", "variance", "stddev"):
-                    frame[c] = frame[c].astype("float64")
-                conn.register("_stats_in", frame)
+    def _insert(self, conn, kind: str, good: list[Fetched]) -> None:
+        insert_json_rows(conn, "_files", [{"path": f.path, "suite": f.planned.suite, "run_name": f.planned.run_name,
+                                           "doc_name": f.planned.doc_name, "key": f.planned.obj.key,
+                                           "run_path": (self.source.display(f"runs/{f.planned.suite}/{f.planned.run_name}")
+                                                        if f.planned.suite else None)} for f in good], temp=True)
+        try:
+            if kind == "scenario_state":
+                conn.execute(STATES_DDL)
+            for gz in (False, True):
+                group = [f for f in good if f.gz == gz]
+                if not group:
+                    continue
+                paths = [f.path for f in group]
                 try:
-                    conn.execute(f"INSERT INTO published_run_stats SELECT {', '.join(STAT_COLUMNS)} FROM _stats_in")
-                finally:
-                    conn.unregister("_stats_in")
-        else:   # documents
-            target = self.release or self.suite
-            names = [f.planned.doc_name for f in items]
-            conn.executemany("DELETE FROM published_documents WHERE target = ? AND name = ?",
-                             [(target, n) for n in names])
-            insert_rows(conn, "published_documents", ["target", "name", "key", "content"],
-                        [(target, f.planned.doc_name, f.planned.obj.key, text) for f, _, text in parsed])
-        return errors
-
-    def _ingest_large(self, conn, kind: str, items: list[Fetched]) -> dict[str, str]:
-        self._delete_runs(conn, _TABLES_OF_KIND[kind], [(f.planned.suite, f.planned.run_name) for f in items])
-        errors: dict[str, str] = {}
-        groups: dict[bool, list[Fetched]] = {}
-        for f in items:
-            groups.setdefault(f.gz, []).append(f)
-        for gz, group in groups.items():
-            try:
-                self._read_large(conn, kind, group, gz)
-            except duckdb.Error:
-                # find the bad file(s): one by one (a failed statement inside a transaction aborts
-                # it, so each attempt runs inside a savepoint-like retry of the whole group)
-                conn.execute("ROLLBACK")
-                raise _RetryPerFile() from None
-        return errors
-
-    def _read_large(self, conn, kind: str, group: list[Fetched], gz: bool) -> None:
-        files = pd.DataFrame({"path": [f.path for f in group], "suite": [f.planned.suite for f in group],
-                              "run_name": [f.planned.run_name for f in group]})
-        conn.register("_files", files)
-        paths = "[" + ", ".join(_sql_str(f.path) for f in group) + "]"
-        comp = "'gzip'" if gz else "'none'"
-        try:
-            if kind == "per_instance_stats":
-                conn.execute(f"""
-                    INSERT INTO published_instance_stats
-                    WITH e AS (
-                        SELECT filename, ordinality AS o, instance_id, train_trial_index, perturbation, stats
-                        FROM read_json({paths}, format = 'array', filename = true, compression = {comp},
-                                       maximum_object_size = {MAX_JSON_OBJECT},
-                                       columns = {{instance_id: 'VARCHAR', train_trial_index: 'INTEGER',
-                                                   perturbation: 'JSON', stats: '{STAT_STRUCT}[]'}})
-                        WITH ORDINALITY),
-                    e2 AS (SELECT *, o - min(o) OVER (PARTITION BY filename) AS entry_pos FROM e),
-                    u AS (SELECT filename, entry_pos, instance_id, train_trial_index, perturbation AS ipert,
-                                 generate_subscripts(stats, 1) - 1 AS ordinal, unnest(stats) AS st FROM e2)
-                    SELECT f.suite, f.run_name, CAST(u.entry_pos AS INTEGER), u.instance_id, u.train_trial_index,
-                           u.ipert, CAST(u.ordinal AS INTEGER), u.st.name.name, u.st.name.split, u.st.name.sub_split,
-                           u.st.name.perturbation, u.st.name.perturbation ->> 'name',
-                           u.st.count, u.st.sum, u.st.sum_squared, u.st.min, u.st.max, u.st.mean, u.st.variance,
-                           u.st.stddev
-                    FROM u JOIN _files f ON f.path = u.filename""")
-            else:
-                conn.execute(f"""
-                    CREATE OR REPLACE TEMP TABLE _states AS
-                    WITH f AS (
-                        SELECT filename, request_states
-                        FROM read_json({paths}, format = 'unstructured', filename = true, compression = {comp},
-                                       maximum_object_size = {MAX_JSON_OBJECT},
-                                       columns = {{adapter_spec: 'JSON', request_states: '{REQUEST_STATE_STRUCT}[]'}})),
-                    u AS (SELECT filename, generate_subscripts(request_states, 1) - 1 AS position,
-                                 unnest(request_states) AS rs FROM f)
-                    SELECT fl.suite, fl.run_name, CAST(u.position AS INTEGER) AS position, u.rs.* FROM u
-                    JOIN _files fl ON fl.path = u.filename""")
-                conn.execute("""
-                    INSERT INTO published_completions
-                    SELECT suite, run_name, position, instance ->> 'id', instance ->> 'split', train_trial_index,
-                           reference_index, request_mode, request ->> 'model_deployment', request ->> 'prompt',
-                           result -> '$.completions[0]' ->> 'text', CAST(result ->> 'success' AS BOOLEAN),
-                           instance, output_mapping, request, result, num_train_instances, prompt_truncated,
-                           num_conditioning_tokens
-                    FROM _states""")
-                conn.execute("""
-                    INSERT INTO published_annotations
-                    SELECT suite, run_name, position, instance_id, annotator, annotations -> ('$."' || annotator || '"')
-                    FROM (SELECT suite, run_name, position, instance ->> 'id' AS instance_id, annotations,
-                                 unnest(json_keys(annotations)) AS annotator
-                          FROM _states WHERE annotations IS NOT NULL AND json_type(annotations) = 'OBJECT')""")
+                    check = CHECK_SQL.get(kind)
+                    if check:   # read once into a scratch table, check it, then insert from it
+                        conn.execute(f"CREATE OR REPLACE TEMP TABLE _parsed AS {_select_sql(kind, paths, gz)}")
+                        wrong = conn.execute(check.format(src="SELECT * FROM _parsed")).fetchall()
+                        if wrong:
+                            raise _ParseError(kind, group, f"{len(wrong)} file(s) without the expected fields")
+                        conn.execute(_insert_sql(kind, paths, gz, source="SELECT * FROM _parsed"))
+                        conn.execute("DROP TABLE _parsed")
+                    else:
+                        target = self.release or self.suite
+                        conn.execute(_insert_sql(kind, paths, gz), [target] if kind in DOC_KINDS else [])
+                except duckdb.Error as e:
+                    raise _ParseError(kind, group, str(e).splitlines()[0]) from None
+            if kind == "scenario_state":
+                for sql in STATES_TO_TABLES_SQL:
+                    conn.execute(sql)
                 conn.execute("DROP TABLE _states")
+            conn.execute("DROP TABLE _files")
+        except _ParseError:
+            raise
+        except duckdb.Error as e:
+            raise _ParseError(kind, good, str(e).splitlines()[0]) from None
+
+    def _probe(self, kind: str, items: list[Fetched]) -> dict[str, str]:
+        """Read each file alone in a scratch database; return {key: error} of those that fail."""
+        out = {}
+        scratch = duckdb.connect()
+        try:
+            for f in items:
+                try:
+                    src = _select_sql(kind, [f.path], f.gz)
+                    scratch.execute(f"SELECT count(*) FROM ({src})").fetchone()
+                    check = CHECK_SQL.get(kind)
+                    if check and scratch.execute(check.format(src=src)).fetchall():
+                        raise ValueError(EXPECTED[kind])
+                except (duckdb.Error, ValueError) as e:
+                    out[f.planned.obj.key] = f"not a valid {RUN_FILE_NAME.get(kind, kind)}: {str(e).splitlines()[0]}"[:500]
         finally:
-            conn.unregister("_files")
+            scratch.close()
+        return out
 
 
-class _RetryPerFile(Exception):
-    """A large-file group failed to parse: redo the batch, checking files one by one."""
-
-
-_TABLES_OF_KIND = {
+# ----------------------------------------------------------------------------------------------
+TABLES_OF_KIND = {
     "run_spec": ["published_runs"],
     "stats": ["published_run_stats"],
-    "per_instance_stats": ["published_instance_stats"],
+    "per_instance_stats": ["published_instance_entries"],
     "scenario_state": ["published_completions", "published_annotations"],
-    "summary": [], "schema": [], "groups": [], "runs_to_run_suites": [], "group_table": [],
+}
+DOC_KINDS = {"summary", "schema", "groups", "runs_to_run_suites", "group_table"}
+RUN_FILE_NAME = {v: k for k, v in RUN_FILES.items()}
+EXPECTED = {"run_spec": "a JSON object with a string 'name'", "stats": "a JSON list of stats with names",
+            "per_instance_stats": "a JSON list of per-instance stats"}
+
+
+def _read_opts(paths: list[str], gz: bool) -> str:
+    files = "[" + ", ".join(sql_str(p) for p in paths) + "]"
+    return (f"{files}, filename = true, compression = {'gzip' if gz else 'none'!r}, "
+            f"maximum_object_size = {MAX_JSON_OBJECT}")
+
+
+def _select_sql(kind: str, paths: list[str], gz: bool) -> str:
+    """A SELECT over files of one kind: `filename` plus the rows the kind's table needs."""
+    opts = _read_opts(paths, gz)
+    if kind in DOC_KINDS or kind == "run_spec":
+        return f"SELECT filename, json FROM read_json_objects({opts}, format = 'unstructured')"
+    if kind == "stats":
+        return f"""
+            WITH e AS (SELECT filename, ordinality AS o, name, count, sum, sum_squared, min, max, mean, variance, stddev
+                       FROM read_json({opts}, format = 'array',
+                                      columns = {{name: 'STRUCT(name VARCHAR, split VARCHAR, sub_split VARCHAR, perturbation JSON)',
+                                                  count: 'BIGINT', sum: 'DOUBLE', sum_squared: 'DOUBLE', min: 'DOUBLE',
+                                                  max: 'DOUBLE', mean: 'DOUBLE', variance: 'DOUBLE', stddev: 'DOUBLE'}})
+                       WITH ORDINALITY)
+            SELECT *, o - min(o) OVER (PARTITION BY filename) AS ordinal FROM e"""
+    if kind == "per_instance_stats":
+        return f"""
+            WITH e AS (
+                SELECT filename, ordinality AS o, instance_id, train_trial_index, perturbation, stats
+                FROM read_json({opts}, format = 'array',
+                               columns = {{instance_id: 'VARCHAR', train_trial_index: 'INTEGER',
+                                           perturbation: 'JSON', stats: '{STAT_STRUCT}[]'}})
+                WITH ORDINALITY)
+            SELECT filename, o - min(o) OVER (PARTITION BY filename) AS entry_pos, instance_id, train_trial_index,
+                   perturbation AS ipert, stats FROM e"""
+    return f"""
+        WITH f AS (
+            SELECT filename, request_states
+            FROM read_json({opts}, format = 'unstructured',
+                           columns = {{adapter_spec: 'JSON', request_states: '{REQUEST_STATE_STRUCT}[]'}}))
+        SELECT filename, generate_subscripts(request_states, 1) - 1 AS position, unnest(request_states) AS rs
+        FROM f"""
+
+
+# rows that parse as JSON but are not what the kind must be (reported as corrupt)
+CHECK_SQL = {
+    "run_spec": "SELECT filename FROM ({src}) WHERE json_type(json) <> 'OBJECT' OR json_type(json -> 'name') IS DISTINCT FROM 'VARCHAR'",
+    "stats": "SELECT DISTINCT filename FROM ({src}) WHERE name.name IS NULL",
 }
 
 
-def _sql_str(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
+def _insert_sql(kind: str, paths: list[str], gz: bool, source: Optional[str] = None) -> str:
+    sel = source or _select_sql(kind, paths, gz)
+    if kind in DOC_KINDS:
+        return f"""INSERT INTO published_documents (target, name, key, content)
+                   SELECT ?, fl.doc_name, fl.key, u.json FROM ({sel}) u JOIN _files fl ON fl.path = u.filename"""
+    if kind == "run_spec":
+        return f"""INSERT INTO published_runs
+                   SELECT fl.suite, fl.run_name, u.json ->> 'name', u.json ->> '$.adapter_spec.model',
+                          u.json ->> '$.adapter_spec.model_deployment',
+                          coalesce(from_json(u.json -> 'groups', '["VARCHAR"]'), []), u.json, fl.run_path
+                   FROM ({sel}) u JOIN _files fl ON fl.path = u.filename"""
+    if kind == "stats":
+        # as summarize.tables.stat_rows: a missing count/sum/sum_squared is 0
+        return f"""INSERT INTO published_run_stats
+                   SELECT fl.suite, fl.run_name, CAST(u.ordinal AS INTEGER), u.name.name, u.name.split, u.name.sub_split,
+                          u.name.perturbation, u.name.perturbation ->> 'name', u.name.perturbation ->> 'computed_on',
+                          coalesce(u.count, 0), coalesce(u.sum, 0), coalesce(u.sum_squared, 0), u.min, u.max, u.mean,
+                          u.variance, u.stddev
+                   FROM ({sel}) u JOIN _files fl ON fl.path = u.filename
+                   ORDER BY fl.suite, fl.run_name, u.ordinal"""
+    if kind == "per_instance_stats":
+        return f"""INSERT INTO published_instance_entries
+                   SELECT fl.suite, fl.run_name, CAST(u.entry_pos AS INTEGER), u.instance_id, u.train_trial_index,
+                          u.ipert, u.stats
+                   FROM ({sel}) u JOIN _files fl ON fl.path = u.filename"""
+    return f"""INSERT INTO _states
+               SELECT fl.suite, fl.run_name, CAST(u.position AS INTEGER), {", ".join(f"u.rs.{c}" for c in STATE_FIELDS)}
+               FROM ({sel}) u JOIN _files fl ON fl.path = u.filename"""
+
+
+STATE_FIELDS = [part.strip().split(" ")[0] for part in REQUEST_STATE_STRUCT[len("STRUCT("):-1].split(",")]
+
+STATES_DDL = f"""CREATE OR REPLACE TEMP TABLE _states (suite VARCHAR, run_name VARCHAR, position INTEGER,
+    {REQUEST_STATE_STRUCT[len("STRUCT("):-1]})"""
+
+STATES_TO_TABLES_SQL = (
+    """INSERT INTO published_completions
+       SELECT suite, run_name, position, instance ->> 'id', instance ->> 'split', train_trial_index,
+              reference_index, request_mode, request ->> 'model_deployment', request ->> 'prompt',
+              result -> '$.completions[0]' ->> 'text', CAST(result ->> 'success' AS BOOLEAN),
+              instance, output_mapping, request, result, num_train_instances, prompt_truncated,
+              num_conditioning_tokens
+       FROM _states ORDER BY suite, run_name, position""",
+    """INSERT INTO published_annotations
+       SELECT suite, run_name, position, instance_id, annotator, annotations -> ('$."' || annotator || '"')
+       FROM (SELECT suite, run_name, position, instance ->> 'id' AS instance_id, annotations,
+                    unnest(json_keys(annotations)) AS annotator
+             FROM _states WHERE annotations IS NOT NULL AND json_type(annotations) = 'OBJECT')
+       ORDER BY suite, run_name, position""",
+)

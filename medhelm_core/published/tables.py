@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import duckdb
 
+STAT_STRUCT = ("STRUCT(name STRUCT(name VARCHAR, split VARCHAR, sub_split VARCHAR, perturbation JSON), "
+               "count BIGINT, sum DOUBLE, sum_squared DOUBLE, min DOUBLE, max DOUBLE, mean DOUBLE, "
+               "variance DOUBLE, stddev DOUBLE)")
+
 STAT_VALUE_COLUMNS = """count BIGINT, sum DOUBLE, sum_squared DOUBLE, min DOUBLE, max DOUBLE, mean DOUBLE,
         variance DOUBLE, stddev DOUBLE"""
 
@@ -34,10 +38,20 @@ DDL = [
     f"""CREATE TABLE IF NOT EXISTS published_run_stats (
         suite VARCHAR, run_name VARCHAR, ordinal INTEGER, name VARCHAR, split VARCHAR, sub_split VARCHAR,
         perturbation JSON, perturbation_name VARCHAR, computed_on VARCHAR, {STAT_VALUE_COLUMNS})""",
-    f"""CREATE TABLE IF NOT EXISTS published_instance_stats (
+    # per_instance_stats.json, one row per entry with its stats as a list (5x faster to load than
+    # one row per stat); the view published_instance_stats below has one row per stat.
+    f"""CREATE TABLE IF NOT EXISTS published_instance_entries (
         suite VARCHAR, run_name VARCHAR, entry_pos INTEGER, instance_id VARCHAR, train_trial_index INTEGER,
-        instance_perturbation JSON, ordinal INTEGER, name VARCHAR, split VARCHAR, sub_split VARCHAR,
-        perturbation JSON, perturbation_name VARCHAR, {STAT_VALUE_COLUMNS})""",
+        instance_perturbation JSON, stats {STAT_STRUCT}[])""",
+    """CREATE VIEW IF NOT EXISTS published_instance_stats AS
+        SELECT suite, run_name, entry_pos, instance_id, train_trial_index, instance_perturbation,
+               CAST(ordinal AS INTEGER) AS ordinal, st.name.name AS name, st.name.split AS split,
+               st.name.sub_split AS sub_split, st.name.perturbation AS perturbation,
+               st.name.perturbation ->> 'name' AS perturbation_name, st.count AS count, st.sum AS sum,
+               st.sum_squared AS sum_squared, st.min AS min, st.max AS max, st.mean AS mean,
+               st.variance AS variance, st.stddev AS stddev
+        FROM (SELECT *, generate_subscripts(stats, 1) - 1 AS ordinal, unnest(stats) AS st
+              FROM published_instance_entries)""",
     """CREATE TABLE IF NOT EXISTS published_completions (
         suite VARCHAR, run_name VARCHAR, position INTEGER, instance_id VARCHAR, split VARCHAR,
         train_trial_index INTEGER, reference_index INTEGER, request_mode VARCHAR, model_deployment VARCHAR,
@@ -75,7 +89,8 @@ TABLE_DOCS = {
     "published_documents": "release-level JSON files as published",
     "published_runs": "one row per published run directory (run_spec.json)",
     "published_run_stats": "stats.json rows (columns as run_stats)",
-    "published_instance_stats": "per_instance_stats.json rows",
+    "published_instance_entries": "per_instance_stats.json entries (stats as a list)",
+    "published_instance_stats": "view: one row per per-instance stat",
     "published_completions": "scenario_state.json request states (--with-completions)",
     "published_annotations": "scenario_state.json annotations per request state and annotator",
     "published_leaderboard_cells": "every cell of groups/<group>.json as published",

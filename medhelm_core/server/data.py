@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -210,40 +209,44 @@ class Reader:
     def run(self, run_name: str, suite: Optional[str] = None) -> dict:
         snap = self.snapshot()
         info = snap["run_index"].get(run_name)
-        if suite is None:
-            if info is None:
-                raise DataError(f"no run {run_name!r} in {snap['target']}")
-            suite = info["suite"]
+        if info is None or (suite is not None and suite not in snap["suites"]):
+            raise DataError(f"no run {run_name!r} in {snap['mode']} {snap['target']}")
+        suite = suite or info["suite"]
         return self.cached(("run", suite, run_name), lambda: self._build_run(suite, run_name, snap))
 
     # -- building -------------------------------------------------------------------------------
-    def _wanted(self, current: list[dict]) -> Target:
+    def _wanted(self, conn: duckdb.DuckDBPyConnection, tables: set[str], current: list[dict]) -> Target:
         if self.release:
             if current and current[0]["mode"] == "release" and current[0]["target"] == self.release:
                 return Target("release", self.release, [r["suite"] for r in current])
-            suites = self.suites or self._release_suites(self.release)
-            return Target("release", self.release, suites)
+            return Target("release", self.release, self.suites or self._release_suites(conn, tables, self.release))
         if self.suite:
             return Target("suite", self.suite, [self.suite])
         if not current:
             raise DataError("nothing summarized yet: run medhelm-summarize first (or give --suite)")
         return Target(current[0]["mode"], current[0]["target"], [r["suite"] for r in current])
 
-    def _release_suites(self, release: str) -> list[str]:
+    def _release_suites(self, conn: duckdb.DuckDBPyConnection, tables: set[str], release: str) -> list[str]:
+        """A release that is not the last summarize target: its suites from summary.json on disk, or,
+        for a published release imported with medhelm-import, from published_targets."""
         path = self.output_path / "releases" / release / "summary.json"
         if path.exists():
             suites = json.loads(path.read_text(encoding="utf-8")).get("suites") or []
             if suites:
                 return list(suites)
-        raise DataError(f"release {release!r} is not summarized in {self.db_path} (no {path}): "
-                        f"run medhelm-summarize --release {release} --suites …")
+        if "published_targets" in tables:
+            row = conn.execute("SELECT local_suites FROM published_targets WHERE target = ?", [release]).fetchone()
+            if row and row[0]:
+                return list(row[0])
+        raise DataError(f"release {release!r} is neither summarized in {self.db_path} (no {path}) nor imported: "
+                        f"run medhelm-summarize --release {release} --suites … (or medhelm-import)")
 
     def _build_snapshot(self) -> dict:
         with self.connect() as conn:
             tables = _tables(conn)
             current = (_rows(conn, "SELECT * FROM summarize_target ORDER BY suite_pos")
                        if "summarize_target" in tables else [])
-            target = self._wanted(current)
+            target = self._wanted(conn, tables, current)
             direct = (bool(current) and "row_aggregates" in tables and current[0]["mode"] == target.mode
                       and current[0]["target"] == target.name
                       and [r["suite"] for r in current] == target.suites)
@@ -259,20 +262,31 @@ class Reader:
         return snap
 
     def _rebuild_in_memory(self, target: Target) -> dict:
+        """Run the SQL models on an in-memory copy of the target's inputs (the file stays read-only):
+        the schema and model tables a summarize left for this target, or -- for a published target
+        imported by medhelm-import and never summarized here -- its own schema.json, as the import's
+        rebuild does."""
         from medhelm_core.summarize.sql_models import SQL_DIR, load_sql_models, run_sql_models
 
         mem = duckdb.connect()
         try:
             mem.execute(f"ATTACH {_quote_literal(str(self.db_path))} AS src (READ_ONLY)")
             src_tables = _tables(mem, "src")
-            if "schema_run_groups" not in src_tables or not mem.execute(
-                    "SELECT count(*) FROM src.main.schema_run_groups WHERE target = ?", [target.name]).fetchone()[0]:
+            summarized = "schema_run_groups" in src_tables and mem.execute(
+                "SELECT count(*) FROM src.main.schema_run_groups WHERE target = ?", [target.name]).fetchone()[0] > 0
+            published = None
+            if not summarized and "published_targets" in src_tables:
+                published = mem.execute("SELECT mode, local_suites FROM src.main.published_targets WHERE target = ?",
+                                        [target.name]).fetchone()
+            if not summarized and not published:
                 raise DataError(f"{target.mode} {target.name!r} has never been summarized in {self.db_path}: "
                                 f"run medhelm-summarize --{target.mode} {target.name} first")
+            if published:
+                target.mode, target.suites = published[0] or target.mode, list(published[1] or target.suites)
             models = load_sql_models(SQL_DIR)
             inputs = sorted({d for deps, _ in models.values() for d in deps} - set(models) - {"summarize_target"})
             for t in inputs:
-                if t not in src_tables:
+                if t not in src_tables or (published and (t.startswith("schema_") or t.startswith("model_"))):
                     continue
                 cols = _columns(mem, t, "src")
                 where, params = "", []
@@ -287,6 +301,8 @@ class Reader:
             for i, s in enumerate(target.suites):
                 mem.execute("INSERT INTO memory.main.summarize_target VALUES (?, ?, ?, ?)",
                             [target.name, target.mode, s, i])
+            if published:
+                _published_schema_tables(mem, target)
             run_sql_models(mem)
             return build_snapshot(mem, target, catalog="src")
         except duckdb.Error as e:
@@ -297,6 +313,33 @@ class Reader:
     def _build_run(self, suite: str, run_name: str, snap: dict) -> dict:
         with self.connect() as conn:
             return build_run(conn, suite, run_name, snap)
+
+
+def _published_schema_tables(mem: duckdb.DuckDBPyConnection, target: Target) -> None:
+    """schema_* and model_* tables of an imported published target: its schema.json and the model
+    list inside it (as medhelm_core.published rebuilds it), else our MedHELM schema and models."""
+    from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH, load_model_registry, model_metadata_to_tables
+    from medhelm_core.summarize.schema import DEFAULT_SCHEMA_PATH, fix_up_schema, load_schema, normalize_schema
+    from medhelm_core.summarize.schema import schema_to_tables
+
+    doc = mem.execute("SELECT content FROM src.main.published_documents WHERE target = ? AND name = 'schema.json'",
+                      [target.name]).fetchone() if "published_documents" in _tables(mem, "src") else None
+    if doc is not None:
+        raw = json.loads(doc[0])
+        schema = normalize_schema(raw)
+        try:
+            from medhelm_core.published.leaderboard import registry_from_schema
+
+            registry = registry_from_schema(raw)
+        except ImportError:
+            registry = load_model_registry([DEFAULT_MODEL_METADATA_PATH])
+    else:
+        schema = load_schema(DEFAULT_SCHEMA_PATH)
+        registry = load_model_registry([DEFAULT_MODEL_METADATA_PATH])
+    mem.execute("USE memory")
+    schema = fix_up_schema(schema, mem)
+    schema_to_tables(mem, schema, target.name)
+    model_metadata_to_tables(mem, registry)
 
 
 # --------------------------------------------------------------------------- snapshot
@@ -446,13 +489,19 @@ def _annotate_comparison(tables: dict[str, list[dict]], comparison: dict) -> Non
 def _costs(conn, catalog, src_tables, target: Target) -> dict:
     """Per model deployment: tokens from run_stats, dollars from the completions' cost column if
     the engine records one (model calls and judge calls separately)."""
-    out: dict[str, Any] = {"unit": "tokens", "source": "run_stats num_prompt_tokens + num_completion_tokens",
+    out: dict[str, Any] = {"unit": "tokens",
+                           "source": "run_stats: (num_prompt_tokens + num_completion_tokens) x num_instances",
                            "by_deployment": {}}
+    # run-level stats are means over instances: total = mean per instance x instances, per split
     for r in _rows(conn, """
-            SELECT t.model_deployment, s.name, sum(s.sum) AS total
-            FROM target_runs t JOIN run_stats s ON s.suite = t.suite AND s.run_name = t.run_name
-            WHERE s.name IN ('num_prompt_tokens', 'num_completion_tokens') AND s.perturbation IS NULL
-              AND s.split IS NOT NULL
+            WITH s AS (
+                SELECT t.model_deployment, t.run_id, s.split, s.name, s.mean
+                FROM target_runs t JOIN run_stats s ON s.suite = t.suite AND s.run_name = t.run_name
+                WHERE s.name IN ('num_prompt_tokens', 'num_completion_tokens', 'num_instances')
+                  AND s.perturbation IS NULL AND s.split IS NOT NULL AND s.sub_split IS NULL)
+            SELECT p.model_deployment, p.name, sum(p.mean * n.mean) AS total
+            FROM s p JOIN s n ON n.run_id = p.run_id AND n.split = p.split AND n.name = 'num_instances'
+            WHERE p.name IN ('num_prompt_tokens', 'num_completion_tokens')
             GROUP BY ALL"""):
         d = out["by_deployment"].setdefault(r["model_deployment"], {})
         d[r["name"]] = r["total"]
@@ -507,14 +556,26 @@ def _plots(tables, top, comparison, costs, group_list) -> dict:
         plots["win_rate_table"] = t["title"]
         for row in t["rows"]:
             plots["win_rate"].append({"model": row[0].get("value"), "value": row[1].get("value")})
+    # reproduced vs published, one panel per benchmark: the main-metric columns of the MedHELM
+    # table (group top, first table: "<benchmark> - <metric>" per model) plus its mean win rate;
+    # without those rows, one panel per group over its score tables
+    numeric = [r for r in comparison["rows"]
+               if isinstance(r["published_value"], (int, float)) and isinstance(r["rebuilt_value"], (int, float))]
+    top_title = t["title"] if t is not None else None
+    top_rows = [r for r in numeric if r["group_name"] == top and r["table_title"] == top_title]
     titles = {g["name"]: g["display_name"] for g in group_list}
-    for r in comparison["rows"]:
-        if isinstance(r["published_value"], (int, float)) and isinstance(r["rebuilt_value"], (int, float)):
-            key = r["group_name"]
-            plots["scatter"].setdefault(key, {"title": titles.get(key, key), "points": []})["points"].append(
-                {"row": r["row_name"], "column": r["column_name"], "table": r["table_title"],
-                 "published": r["published_value"], "rebuilt": r["rebuilt_value"], "equal": r["equal"],
-                 "cause": r.get("cause")})
+    for r in top_rows or numeric:
+        if top_rows:
+            key = "Mean win rate" if r["column_name"] == "Mean win rate" else str(r["column_name"]).rsplit(" - ", 1)[0]
+            title = key
+        else:
+            if r["table_title"] in ("Efficiency", "General information"):
+                continue
+            key, title = r["group_name"], titles.get(r["group_name"], r["group_name"])
+        plots["scatter"].setdefault(key, {"title": title, "points": []})["points"].append(
+            {"row": r["row_name"], "column": r["column_name"], "table": r["table_title"],
+             "published": r["published_value"], "rebuilt": r["rebuilt_value"], "equal": r["equal"],
+             "cause": r.get("cause")})
     return plots
 
 
@@ -544,12 +605,12 @@ def _cost_points(plots: dict, runs: list[dict], costs: dict) -> None:
 def _wrong_rule(values: list[float], lower_is_better: Optional[bool]) -> tuple[str, Callable[[float], bool]]:
     """'Wrong' = the instance's main score is not the top of its scale."""
     if lower_is_better:
-        return "score > 0", lambda v: v > 0
+        return "> 0", lambda v: v > 0
     vals = [v for v in values if v is not None]
     if not vals or max(vals) <= 1.0:
-        return "score < 1", lambda v: v < 1.0
+        return "< 1", lambda v: v < 1.0
     top = 5.0 if max(vals) <= 5.0 else max(vals)
-    return f"score < {top:g}", lambda v: v < top
+    return f"< {top:g}", lambda v: v < top
 
 
 def build_run(conn: duckdb.DuckDBPyConnection, suite: str, run_name: str, snap: dict) -> dict:
@@ -570,7 +631,16 @@ def build_run(conn: duckdb.DuckDBPyConnection, suite: str, run_name: str, snap: 
         "redacted": False, "instances": [], "run_stats": [], "judge_status": {},
     }
     if "runs" in tables:
-        spec = conn.execute("SELECT run_spec FROM runs WHERE suite = ? AND run_name = ?", [suite, run_name]).fetchone()
+        spec = conn.execute("SELECT run_spec, scenario_metadata FROM runs WHERE suite = ? AND run_name = ?",
+                            [suite, run_name]).fetchone()
+        if spec and not main_name:   # a benchmark outside the schema: its scenario's own main metric
+            sm = _loads(spec[1]) or {}
+            if isinstance(sm, dict) and sm.get("main_metric"):
+                main_name, main_split = sm["main_metric"], sm.get("main_split")
+                metric = snap["metrics"].get(main_name, {})
+                out["main_metric"] = {"name": main_name, "split": main_split,
+                                      "display_name": metric.get("display_name") or main_name,
+                                      "lower_is_better": metric.get("lower_is_better")}
         if spec:
             rs = _loads(spec[0]) or {}
             out["scenario_spec"] = rs.get("scenario_spec")
@@ -586,12 +656,15 @@ def build_run(conn: duckdb.DuckDBPyConnection, suite: str, run_name: str, snap: 
         out["run_stats"] = _rows(conn, """
             SELECT name, split, count, mean, min, max FROM run_stats
             WHERE suite = ? AND run_name = ? AND perturbation IS NULL ORDER BY ordinal""", [suite, run_name])
-    if "requests" not in tables:
-        out["notes"] = ["no per-instance data for this run in the database (stats only)"]
-        return jsonable(out)
-
     reqs = _rows(conn, "SELECT position, instance_id, split, train_trial_index, request_key, prompt, request_state "
-                       "FROM requests WHERE suite = ? AND run_name = ? ORDER BY position", [suite, run_name])
+                       "FROM requests WHERE suite = ? AND run_name = ? ORDER BY position",
+                 [suite, run_name]) if "requests" in tables else []
+    if not reqs and "published_completions" in tables:
+        return _published_run(conn, tables, suite, run_name, out, main_name, main_split, metric)
+    if not reqs:
+        out["notes"] = ["no per-instance data for this run in the database (stats only; for a published run, "
+                        "import it with medhelm-import --with-completions)"]
+        return jsonable(out)
     results = {}
     if "completions" in tables:
         for r in _rows(conn, "SELECT c.request_key, c.result, c.success FROM completions c WHERE c.request_key IN "
@@ -652,11 +725,7 @@ def build_run(conn: duckdb.DuckDBPyConnection, suite: str, run_name: str, snap: 
         result = _loads(res["result"]) if res else None
         completions = [c.get("text") for c in (result or {}).get("completions") or []]
         st = stats.get((r["instance_id"], r["train_trial_index"]), [])
-        main = None
-        if main_name:
-            cands = [s for s in st if s["name"] == main_name and "perturbation" not in s]
-            pick = [s for s in cands if s["split"] == main_split] or cands
-            main = pick[0]["value"] if pick else None
+        main = _main_score(st, main_name, main_split)
         instances.append({
             "position": r["position"], "instance_id": r["instance_id"], "split": r["split"],
             "train_trial_index": r["train_trial_index"],
@@ -673,14 +742,90 @@ def build_run(conn: duckdb.DuckDBPyConnection, suite: str, run_name: str, snap: 
             "judges": verdicts.get(r["position"], []),
             "annotations": annotations.get(r["position"], []),
         })
+    out["judge_status"] = status_counts
+    return _finish_run(out, instances, main_name, metric)
+
+
+def _finish_run(out: dict, instances: list[dict], main_name: Optional[str], metric: dict) -> dict:
     rule, is_wrong = _wrong_rule([i["main_score"] for i in instances], metric.get("lower_is_better"))
     for i in instances:
         i["wrong"] = i["main_score"] is not None and is_wrong(i["main_score"])
     out["wrong_rule"] = f"{main_name} {rule}" if main_name else None
     out["instances"] = instances
     out["n_wrong"] = sum(1 for i in instances if i["wrong"])
-    out["judge_status"] = status_counts
     return jsonable(out)
+
+
+def _main_score(stats: list[dict], main_name: Optional[str], main_split: Optional[str]) -> Optional[float]:
+    if not main_name:
+        return None
+    cands = [s for s in stats if s["name"] == main_name and "perturbation" not in s]
+    pick = [s for s in cands if s["split"] == main_split] or cands
+    return pick[0]["value"] if pick else None
+
+
+def _published_run(conn, tables: set[str], suite: str, run_name: str, out: dict, main_name, main_split,
+                   metric: dict) -> dict:
+    """A run imported by medhelm-import --with-completions: HELM's scenario_state.json and
+    per_instance_stats.json as published (judges from the annotations, no per-judge status)."""
+    rows = _rows(conn, "SELECT position, instance_id, split, train_trial_index, prompt, completion, success, instance, "
+                       "output_mapping, result FROM published_completions WHERE suite = ? AND run_name = ? "
+                       "ORDER BY position", [suite, run_name])
+    if not rows:
+        out["notes"] = ["no per-instance data for this run in the database (stats only; for a published run, "
+                        "import it with medhelm-import --with-completions)"]
+        return jsonable(out)
+    out["notes"] = ["published run: instances from its scenario_state.json, scores from per_instance_stats.json"]
+    stats: dict[tuple, list[dict]] = {}
+    if "published_instance_stats" in tables:
+        for st in _rows(conn, "SELECT instance_id, train_trial_index, name, split, sub_split, perturbation_name, mean "
+                              "FROM published_instance_stats WHERE suite = ? AND run_name = ? "
+                              "ORDER BY entry_pos, ordinal", [suite, run_name]):
+            item = {"name": st["name"], "split": st["split"], "value": st["mean"]}
+            if st["sub_split"] is not None:
+                item["sub_split"] = st["sub_split"]
+            if st["perturbation_name"] is not None:
+                item["perturbation"] = st["perturbation_name"]
+            stats.setdefault((st["instance_id"], st["train_trial_index"]), []).append(item)
+    annotations: dict[int, list[dict]] = {}
+    if "published_annotations" in tables:
+        for a in _rows(conn, "SELECT position, annotator, annotation FROM published_annotations "
+                             "WHERE suite = ? AND run_name = ? ORDER BY position, annotator", [suite, run_name]):
+            annotations.setdefault(a["position"], []).append({"annotator": a["annotator"],
+                                                              "annotation": _loads(a["annotation"])})
+    instances = []
+    for r in rows:
+        inst = _loads(r["instance"]) or {}
+        result = _loads(r["result"]) or {}
+        completions = [c.get("text") for c in result.get("completions") or []] or (
+            [r["completion"]] if r["completion"] is not None else [])
+        judges = []
+        for a in annotations.get(r["position"], []):
+            ann = a["annotation"] if isinstance(a["annotation"], dict) else {}
+            for judge, verdict in ann.items():
+                if not isinstance(verdict, dict):
+                    continue
+                criteria = [{"name": k, "score": v.get("score"), "explanation": v.get("explanation")}
+                            for k, v in verdict.items() if isinstance(v, dict)]
+                judges.append({"annotator": a["annotator"], "judge": judge, "judge_deployment": judge,
+                               "status": "published" if criteria else "unparsed", "criteria": criteria,
+                               "raw_text": None, "error": None})
+        st = stats.get((r["instance_id"], r["train_trial_index"]), [])
+        instances.append({
+            "position": r["position"], "instance_id": r["instance_id"], "split": r["split"],
+            "train_trial_index": r["train_trial_index"], "input": (inst.get("input") or {}).get("text"),
+            "references": [{"text": (ref.get("output") or {}).get("text"), "tags": ref.get("tags") or []}
+                           for ref in inst.get("references") or []],
+            "output_mapping": _loads(r["output_mapping"]), "prompt": r["prompt"], "completions": completions,
+            "success": r["success"], "error": None, "stats": st, "main_score": _main_score(st, main_name, main_split),
+            "jury": [], "judges": judges, "annotations": annotations.get(r["position"], []),
+        })
+    counts: dict[str, int] = {}
+    for i in instances:
+        for j in i["judges"]:
+            counts[j["status"]] = counts.get(j["status"], 0) + 1
+    out["judge_status"] = counts
+    return _finish_run(out, instances, main_name, metric)
 
 
 def redact_run(run: dict) -> dict:

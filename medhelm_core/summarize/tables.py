@@ -25,7 +25,6 @@ import os
 from typing import Any, Callable, Iterable, Optional
 
 import duckdb
-import pandas as pd
 
 RUNS_DDL = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -125,6 +124,8 @@ def insert_runs(
     conn: duckdb.DuckDBPyConnection, suite: str, items: list[tuple[str, dict, list, Optional[dict], str]],
 ) -> None:
     """Insert (run_name, run_spec, stats, scenario_metadata, run_path) tuples of one suite."""
+    import pandas as pd  # here, not at module level: pandas alone takes ~0.5 s to import
+
     ensure_input_tables(conn)
     run_df = pd.DataFrame(
         [(suite, name, json.dumps(spec), json.dumps(md) if md is not None else None, path)

@@ -44,13 +44,7 @@ def _split_file(split_name: str) -> ds.Located:
     data = _data()
     name = f"{split_name}.json"
     up = ds.UpstreamFile(ENTRY, name, f"{data['base_url']}/{name}")
-    mirror = ds.mirror_root()
-    if mirror is not None and not (mirror / ENTRY / name).is_file():
-        archive = mirror / ENTRY / data["mirror_fallback_zip"]
-        if archive.is_file():
-            member = f"{data['mirror_fallback_dir']}/{name}"
-            return ds.Located(archive, ds.zip_member_name(archive, member, ENTRY))
-    return ds.Located(ds.fetch(up))
+    return ds.fetch_or_mirror_member(up, data["mirror_fallback_zip"], f"{data['mirror_fallback_dir']}/{name}")
 
 
 def extract_schema(schema_text: str) -> str:

@@ -70,6 +70,18 @@ function formatNumber(value) {
 function fmt(value) { return value === undefined || value === null ? "-" : formatNumber(value); }
 
 function enc(s) { return encodeURIComponent(s); }
+
+/* The little markdown HELM's schema descriptions use: [text](url) links. */
+function markdownText(text) {
+  const out = [], re = /\[([^\]]+)\]\((https?:[^)\s]+)\)/g;
+  let last = 0, m;
+  while ((m = re.exec(text))) {
+    out.push(text.slice(last, m.index), h("a", { href: m[2], rel: "noreferrer noopener", target: "_blank" }, m[1]));
+    last = m.index + m[0].length;
+  }
+  out.push(text.slice(last));
+  return out;
+}
 function runHref(run, suite) { return "#/run/" + enc(suite || "") + "/" + enc(run); }
 function runsHref(names) {
   if (!names || !names.length) return null;
@@ -174,7 +186,10 @@ function scatterPlot(points, opts) {
   for (const p of points) {
     if (p.x === null || p.x === undefined || p.y === null || p.y === undefined) continue;
     svg.appendChild(s("circle", { cx: X(p.x), cy: Y(p.y), r: 4.5, class: "pt " + (p.cls || "") }, s("title", {}, p.title || "")));
-    if (p.label) svg.appendChild(s("text", { x: X(p.x) + 7, y: Y(p.y) + 4 }, p.label));
+    if (p.label) {
+      const right = X(p.x) > (m.l + width - m.r) / 2;
+      svg.appendChild(s("text", { x: X(p.x) + (right ? -7 : 7), y: Y(p.y) + 4, "text-anchor": right ? "end" : "start" }, p.label));
+    }
   }
   return svg;
 }
@@ -208,10 +223,10 @@ function sortedRowIndices(table, idx, dir) {
 }
 
 function headerLabel(hd, idx, ts, onSort) {
-  const arrow = hd.lower_is_better === true ? " ↓" : hd.lower_is_better === false ? " ↑" : "";
+  const better = hd.lower_is_better === true ? "lower is better" : hd.lower_is_better === false ? "higher is better" : "";
+  const tip = [hd.description, better].filter(Boolean).join("\n");
   return [
-    h("span", { class: "hlabel", title: hd.description || null }, hd.value),
-    arrow ? h("span", { class: "lib", title: hd.lower_is_better ? "lower is better" : "higher is better" }, arrow) : null,
+    h("span", { class: "hlabel", title: tip || null }, hd.value),
     h("button", { class: "sort" + (idx === ts.sortIdx ? " on" : ""), "data-col": idx, title: "sort by " + hd.value,
       onclick: () => onSort(idx) }, idx === ts.sortIdx ? (ts.sortDir === 1 ? "▼" : "▲") : "↕"),
   ];
@@ -292,7 +307,7 @@ async function showGroup(name) {
   markSidebar(name);
   const g = await api("group", { name });
   const out = [h("h1", { id: "group-title" }, g.display_name || g.name)];
-  if (g.description) out.push(h("p", { class: "desc" }, g.description));
+  if (g.description) out.push(h("p", { class: "desc" }, markdownText(g.description)));
   if (g.subgroups && g.subgroups.length) {
     const known = new Map(groups.groups.map(x => [x.name, x]));
     out.push(h("p", { class: "muted" }, "Includes: ",
@@ -568,6 +583,7 @@ async function route() {
   const [path, query] = hash.split("?");
   const parts = path.split("/").slice(1).map(decodeURIComponent);
   const params = new URLSearchParams(query || "");
+  document.body.dataset.ready = "";
   try {
     if (parts[0] === "run") { markNav("runs"); await showRun(parts[1] || null, parts.slice(2).join("/")); }
     else if (parts[0] === "runs") { markNav("runs"); await showRuns(params.get("names") ? params.get("names").split("|") : null); }
@@ -597,7 +613,9 @@ async function main() {
   const priv = document.getElementById("privacy");
   const nPrivate = Object.entries(m.tiers || {}).filter(([t]) => t !== "public").reduce((a, [, n]) => a + n, 0);
   if (STATIC) { priv.className = "privacy shared"; priv.textContent = "shareable copy: private-tier text redacted"; }
-  else if (nPrivate) { priv.className = "privacy local"; priv.textContent = `local page: ${nPrivate} private-tier runs shown in full`; }
+  else if (nPrivate) { priv.className = "privacy local"; priv.textContent = `local page: text of ${nPrivate} non-public runs shown in full`;
+    priv.title = "tiers: " + Object.entries(m.tiers || {}).map(([t, n]) => `${t} ${n}`).join(", ") +
+      ". medhelm-server export writes a copy with this text redacted."; }
   document.title = `MedHELM — ${m.target}`;
   renderSidebar();
   window.addEventListener("hashchange", route);

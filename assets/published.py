@@ -1,0 +1,126 @@
+"""Published HELM results as source assets (group `published`).
+
+    published_results (observable source: data version = hash of the release's objects'
+        key, generation/etag and size)  →  published_import (incremental import into DuckDB)
+        →  published_leaderboard_comparison (rebuild with our SQL + compare)
+        →  published_rescore (our metrics on the published completions, with completions only)
+
+Observing `published_results` only lists the bucket (and reads summary.json); nothing downstream
+becomes stale unless that listing changes.  `published_import` carries a code version, so its
+data version is derived from the observed one, and so on down the chain.  The resource
+`published` reads MEDHELM_PUBLISHED_SOURCE (default gs://crfm-helm-public/medhelm/benchmark_output),
+MEDHELM_PUBLISHED_RELEASE or MEDHELM_PUBLISHED_SUITE, MEDHELM_PUBLISHED_WITH_COMPLETIONS,
+MEDHELM_PUBLISHED_SUITE_PREFIX, and for GCS MEDHELM_PUBLISHED_TOKEN / STORAGE_EMULATOR_HOST.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import dagster as dg
+
+from assets.resources import MedhelmResource
+from medhelm_core.published.source import DEFAULT_GCS_SOURCE
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class PublishedResource(dg.ConfigurableResource):
+    """Which published results the `published` assets follow."""
+
+    source: str = os.environ.get("MEDHELM_PUBLISHED_SOURCE", DEFAULT_GCS_SOURCE)
+    release: Optional[str] = os.environ.get("MEDHELM_PUBLISHED_RELEASE") or None
+    suite: Optional[str] = os.environ.get("MEDHELM_PUBLISHED_SUITE") or None
+    with_completions: bool = _flag("MEDHELM_PUBLISHED_WITH_COMPLETIONS")
+    suite_prefix: str = os.environ.get("MEDHELM_PUBLISHED_SUITE_PREFIX", "")
+    token: Optional[str] = os.environ.get("MEDHELM_PUBLISHED_TOKEN") or None
+    endpoint_url: Optional[str] = None
+    jobs: int = 16
+
+    def configured(self) -> bool:
+        return bool(self.release or self.suite)
+
+    def open(self):
+        from medhelm_core.published.source import open_source
+
+        return open_source(self.source, token=self.token, endpoint_url=self.endpoint_url)
+
+    def importer(self, store):
+        from medhelm_core.published.importer import Importer
+
+        return Importer(store, self.open(), release=self.release, suite=self.suite,
+                        with_completions=self.with_completions, jobs=self.jobs, suite_prefix=self.suite_prefix)
+
+
+@dg.observable_source_asset(
+    name="published_results", group_name="published",
+    description="The published release (or suite) on GCS / disk: its data version is a hash of every object's "
+                "key, generation (or etag / mtime) and size, so downstream goes stale only when the bucket changes.",
+    automation_condition=dg.AutomationCondition.on_cron("0 6 * * *"),
+)
+def published_results(published: PublishedResource) -> dg.ObserveResult:
+    if not published.configured():
+        return dg.ObserveResult(data_version=dg.DataVersion("not-configured"),
+                                metadata={"note": "set MEDHELM_PUBLISHED_RELEASE or MEDHELM_PUBLISHED_SUITE"})
+    from medhelm_core.published.importer import list_target, wanted_kinds
+
+    source = published.open()
+    listing = list_target(source, published.release, published.suite,
+                          wanted_kinds(True, published.with_completions), source.fetch)
+    return dg.ObserveResult(
+        data_version=dg.DataVersion(listing.data_version()),
+        metadata={"source": source.uri, "target": listing.target, "suites": ", ".join(listing.suites),
+                  "objects": len(listing.wanted()), "bytes": sum(p.obj.size for p in listing.wanted())},
+    )
+
+
+@dg.asset(name="published_import", group_name="published", deps=[published_results], kinds={"gcs", "duckdb"},
+          code_version="1", automation_condition=dg.AutomationCondition.eager(),
+          description="Incremental import of the published runs, stats, per-instance stats (and completions) "
+                      "into the published_* tables and the runs/run_stats summarize inputs.")
+def published_import(published: PublishedResource, medhelm: MedhelmResource) -> dg.MaterializeResult:
+    if not published.configured():
+        raise dg.Failure("set MEDHELM_PUBLISHED_RELEASE or MEDHELM_PUBLISHED_SUITE (resource `published`)")
+    report = published.importer(medhelm.workspace().store).run()
+    return dg.MaterializeResult(metadata={
+        "target": report.target, "runs": report.runs, "listed": report.listed, "fetched": report.fetched,
+        "unchanged": report.unchanged, "removed": report.removed, "bytes_fetched": report.bytes_fetched,
+        "problems": dg.MetadataValue.md("\n".join(f"* {p.line()}" for p in report.problems) or "none"),
+        "bucket_data_version": report.data_version,
+    })
+
+
+@dg.asset(name="published_leaderboard_comparison", group_name="published", deps=[published_import],
+          kinds={"sql", "duckdb"}, code_version="1", automation_condition=dg.AutomationCondition.eager(),
+          description="The release's leaderboard rebuilt with our SQL models from the published stats and the "
+                      "release's own schema.json, compared cell by cell (table leaderboard_comparison).")
+def published_leaderboard_comparison(published: PublishedResource, medhelm: MedhelmResource) -> dg.MaterializeResult:
+    from medhelm_core.published.leaderboard import rebuild_and_compare
+
+    target = published.release or published.suite
+    summary = rebuild_and_compare(medhelm.workspace().store, target)
+    return dg.MaterializeResult(metadata={
+        "cells": summary.cells, "equal": summary.equal, "mean_win_rates": summary.win_rates,
+        "mean_win_rates_equal": summary.win_rates_equal,
+        "summary": dg.MetadataValue.md("\n\n".join(summary.lines())),
+    })
+
+
+@dg.asset(name="published_rescore", group_name="published", deps=[published_import], kinds={"duckdb"},
+          code_version="1",
+          description="Our metrics on the published completions and judge annotations, compared with the published "
+                      "per-instance stats (table rescore_comparison). Needs with_completions.")
+def published_rescore(published: PublishedResource, medhelm: MedhelmResource) -> dg.MaterializeResult:
+    if not published.with_completions:
+        return dg.MaterializeResult(metadata={"note": "completions not imported (MEDHELM_PUBLISHED_WITH_COMPLETIONS)"})
+    from medhelm_core.published.rescore import rescore_target
+
+    ws = medhelm.workspace()
+    summary = rescore_target(ws.store, published.release or published.suite, local_path=str(ws.local_path))
+    return dg.MaterializeResult(metadata={"runs": summary.runs, "stats": summary.stats, "equal": summary.equal,
+                                          "summary": dg.MetadataValue.md("\n\n".join(summary.lines()))})
+
+
+PUBLISHED_ASSETS = [published_results, published_import, published_leaderboard_comparison, published_rescore]

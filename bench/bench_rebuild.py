@@ -1,0 +1,126 @@
+"""Rebuild a full-size published suite from its files: time and peak memory, beside helm-summarize.
+
+Data: a suite written by ../shared/tools/synth_release.py from the public-n50 golden suite
+(default 13 models x 1,000 instances = 182 runs, ~3 GB; `--scale M,K` for smaller), made to look
+published by summarizing it once (suite-level summary.json, schema.json, groups/*.json: the
+"published" leaderboard the rebuild is compared with).  Generated once under --data-dir and
+reused (free disk is checked first).
+
+Each row is one `medhelm-import --source <data-dir> --suite <suite>` process into a fresh output
+folder (process start included), measured with wait4 (wall time, peak RSS):
+
+  tables only        run_spec.json + stats.json            (helm-summarize --skip-completed-run-display-json)
+  + per-instance     + per_instance_stats.json              (helm-summarize, which reads every run's files)
+  + completions      + scenario_state.json (--with-completions)
+  re-run             same output folder again: nothing fetched, rebuild + compare only
+
+helm-summarize on the same files, on this hardware (issue 4): 413-433 s and 1.7 GB peak (it parses
+every scenario_state.json to write display files); 18-20 s and 0.87 GB with
+--skip-completed-run-display-json (~10 s of it start-up).
+
+    .venv/bin/python bench/bench_rebuild.py [--scale 13,1000] [--data-dir /tmp/medhelm-bench-rebuild] [--no-completions]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+SHARED = Path(os.environ.get("MEDHELM_SHARED", ROOT.parent / "shared"))
+TEMPLATE = SHARED / "oracle" / "public" / "benchmark_output" / "runs" / "public-n50"
+SYNTH = SHARED / "tools" / "synth_release.py"
+HELM_FULL = (413, 433, 1.7)        # seconds min, max, peak GB
+HELM_TABLES = (18, 20, 0.87)
+BYTES_PER_INSTANCE_RUN = 16_500     # ~3.0 GB for 182 runs x 1,000 instances
+
+
+def prepare(data_dir: Path, models: int, instances: int) -> str:
+    suite = f"synth-{models}x{instances}"
+    suite_dir = data_dir / "runs" / suite
+    if (suite_dir / "summary.json").exists():
+        return suite
+    need = models * 14 * instances * BYTES_PER_INSTANCE_RUN
+    data_dir.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(data_dir).free
+    if free < need * 1.3:
+        sys.exit(f"bench_rebuild: {free / 1e9:.1f} GB free under {data_dir}, need ~{need / 1e9:.1f} GB; "
+                 f"use --scale or --data-dir")
+    if not (suite_dir.exists() and len(list(suite_dir.iterdir())) >= models * 14):
+        print(f"writing {suite} ({models} models x {instances} instances, ~{need / 1e9:.1f} GB) ...", file=sys.stderr)
+        subprocess.run([sys.executable, str(SYNTH), str(TEMPLATE), str(data_dir), "-m", str(models), "-k",
+                        str(instances), "--jobs", "2", "--force"], check=True)
+    print(f"summarizing {suite} once (its 'published' leaderboard) ...", file=sys.stderr)
+    import duckdb
+
+    from medhelm_core.summarize import load_benchmark_output_runs, summarize
+
+    conn = duckdb.connect()
+    load_benchmark_output_runs(conn, str(data_dir), suite)
+    summarize(conn, str(data_dir), schema_path=ROOT / "schema" / "schema_medhelm.yaml", suite=suite)
+    return suite
+
+
+def run_one(args: list[str]) -> tuple[float, float, str]:
+    """(wall seconds incl. process start, peak RSS GB, stdout) of one medhelm-import process."""
+    cmd = [sys.executable, "-m", "medhelm_core.published.cli", *args, "-q"]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.time()
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.time() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            sys.exit(f"bench_rebuild: {' '.join(cmd)} failed:\n{err.read()}")
+        return wall, usage.ru_maxrss / 1e6, out.read()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", default="13,1000", help="models,instances (default 13,1000: 182 runs)")
+    ap.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "medhelm-bench-rebuild"))
+    ap.add_argument("--no-completions", action="store_true", help="skip the --with-completions row")
+    a = ap.parse_args()
+    models, instances = (int(x) for x in a.scale.split(","))
+    data = Path(a.data_dir)
+    suite = prepare(data, models, instances)
+    files = [p for p in (data / "runs" / suite).rglob("*.json")]
+    size = sum(p.stat().st_size for p in files) / 1e9
+    print(f"suite {suite}: {sum(1 for p in (data / 'runs' / suite).iterdir() if p.is_dir() and p.name != 'groups')} "
+          f"runs, {size:.2f} GB of JSON; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    rows = []
+    work = Path(tempfile.mkdtemp(prefix="medhelm-bench-out-"))
+    try:
+        plans = [("tables only", ["--no-per-instance"], HELM_TABLES),
+                 ("+ per-instance stats", [], HELM_FULL)]
+        if not a.no_completions:
+            plans.append(("+ completions", ["--with-completions"], HELM_FULL))
+        last = None
+        for label, extra, helm in plans:
+            out = work / label.replace(" ", "_").replace("+", "p")
+            wall, peak, stdout = run_one(["--source", str(data), "--suite", suite, "-o", str(out), *extra])
+            rows.append((label, wall, peak, helm, stdout.strip().splitlines()[-1]))
+            last = out
+        wall, peak, stdout = run_one(["--source", str(data), "--suite", suite, "-o", str(last), "--with-completions"
+                                      if not a.no_completions else "--no-per-instance"])
+        rows.append(("re-run (nothing fetched)", wall, peak, HELM_TABLES, stdout.strip().splitlines()[-1]))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\n{'rebuild':<26}{'wall s':>8}{'peak GB':>9}   {'helm-summarize':<22}{'speed-up':>9}{'memory':>8}")
+    for label, wall, peak, (lo, hi, gb), _ in rows:
+        print(f"{label:<26}{wall:>8.1f}{peak:>9.2f}   {f'{lo}-{hi} s, {gb} GB':<22}{lo / wall:>8.1f}x{peak / gb:>7.0%}")
+    print("\ncomparison (each row):")
+    for label, *_, line in rows:
+        print(f"  {label}: {line}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""`medhelm-import`: published HELM results (GCS or disk) into DuckDB, rebuilt and compared.
+
+    medhelm-import --source gs://crfm-helm-public/medhelm/benchmark_output --release v2.0.0
+    medhelm-import --source ../shared/oracle/synthetic/benchmark_output --release oracle
+    medhelm-import --source ../shared/oracle/public/benchmark_output --suite public-n50
+
+Dagster-free on purpose (it starts in well under a second); the Dagster assets in
+assets/published.py call the same functions.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from typing import Optional
+
+from medhelm_core.registry import MedhelmError
+
+PROG = "medhelm-import"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="Import published HELM results (a release or a suite of "
+                                "a benchmark_output on GCS, on disk or behind any fsspec URL), rebuild the "
+                                "leaderboard from them and compare it with the published one, cell by cell.")
+    p.add_argument("--source", required=True,
+                   help="benchmark_output location: gs://bucket/path (anonymous unless --token), a local folder, "
+                        "or an fsspec URL")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--release", help="release name (reads releases/<R>/summary.json for its suites)")
+    target.add_argument("--suite", help="a suite on its own (runs/<S>/), e.g. one that has no release")
+    p.add_argument("--with-completions", action="store_true",
+                   help="also import scenario_state.json (completions and judge annotations; by far the largest files)")
+    p.add_argument("--no-per-instance", action="store_true", help="skip per_instance_stats.json (tables only)")
+    p.add_argument("--rescore", action="store_true",
+                   help="re-score the published completions with our metrics (implies --with-completions)")
+    p.add_argument("--output-path", "-o", default="benchmark_output", help="where medhelm.duckdb lives")
+    p.add_argument("--suite-prefix", default="",
+                   help="name published suites <prefix><suite> in the runs/run_stats tables (needed when a suite "
+                        "of the same name holds your own runs)")
+    p.add_argument("--jobs", "-j", type=int, default=16, help="concurrent downloads")
+    p.add_argument("--token", default=None,
+                   help="GCS credentials: 'google_default', 'cloud', or a service-account JSON file (default: anonymous)")
+    p.add_argument("--endpoint-url", default=None, help="GCS endpoint (default: $STORAGE_EMULATOR_HOST or Google's)")
+    p.add_argument("--no-compare", action="store_true", help="import only; do not rebuild and compare")
+    p.add_argument("--write-files", metavar="DIR", default=None,
+                   help="also write the rebuilt leaderboard's HELM files under DIR (releases/<R>/ or runs/<S>/)")
+    p.add_argument("--local-path", default="prod_env",
+                   help="HELM prod_env whose model_deployments.yaml gives tokenizers for --rescore")
+    p.add_argument("--quiet", "-q", action="store_true")
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    warnings.filterwarnings("ignore")
+    try:
+        return run(args)
+    except MedhelmError as e:
+        from .source import SourceUnreachable
+
+        msg = str(e)
+        if isinstance(e, SourceUnreachable):
+            target = f"--release {args.release}" if args.release else f"--suite {args.suite}"
+            msg += (f"; no network? import a local copy instead: "
+                    f"{PROG} --source /path/to/local/benchmark_output {target}")
+        print(f"{PROG}: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - a storage/network error: one line, not a traceback
+        if os.environ.get("MEDHELM_DEBUG"):
+            raise
+        print(f"{PROG}: error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+              f"(rerun to resume; MEDHELM_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 1
+
+
+def run(args) -> int:
+    from medhelm_core.store import Store
+
+    from .importer import Importer
+    from .source import open_source
+
+    start = time.time()
+    say = (lambda m: None) if args.quiet else (lambda m: print(f"[import] {m}", file=sys.stderr, flush=True))
+    source = open_source(args.source, token=args.token, endpoint_url=args.endpoint_url)
+    store = Store.in_output_path(args.output_path)
+    with_completions = args.with_completions or args.rescore
+    report = Importer(store, source, release=args.release, suite=args.suite, with_completions=with_completions,
+                      per_instance=not args.no_per_instance, jobs=args.jobs, suite_prefix=args.suite_prefix,
+                      progress=say).run()
+    print(report.summary_line())
+    for prob in report.problems:
+        print(f"warning: {prob.line()}", file=sys.stderr)
+    if not args.no_compare:
+        from .leaderboard import rebuild_and_compare
+
+        summary = rebuild_and_compare(store, report.target, output_dir=args.write_files)
+        for line in summary.lines():
+            print(line)
+    if args.rescore:
+        from .rescore import rescore_target
+
+        rs = rescore_target(store, report.target, local_path=args.local_path, progress=say)
+        for line in rs.lines():
+            print(line)
+    say(f"done in {time.time() - start:.1f}s; tables in {store.path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

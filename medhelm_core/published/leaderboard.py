@@ -1,0 +1,361 @@
+"""The published leaderboard cell by cell, its rebuild with our SQL models, and the comparison.
+
+Published cells come from `groups/<group>.json` exactly as stored.  The rebuild summarizes the
+target's runs (already in `runs`/`run_stats` under their local suite names) with the SQL models in
+`sql/`, the release's own `schema.json` and the model list inside it, in a scratch in-memory
+database attached to the store's connection, so the user's own leaderboard tables are untouched.
+Its tables are rendered by the same writer that produces our `groups/*.json`, then both sides are
+parsed by the same function and matched:
+
+    table  = (group, table name, table title, occurrence)
+    row    = (model_deployment, model) of the row's runs (`run_spec_names`), else display name
+    column = (header text, metadata.metric, metadata.run_group, metadata.perturbation, occurrence)
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import duckdb
+
+from medhelm_core.registry import MedhelmError
+from medhelm_core.store import Store
+
+from .rows import insert_json_rows
+from .tables import ensure_published_tables
+
+TOL = 1e-9
+COUNT_RE = re.compile(r"\((\d+)\)$")
+AGGREGATE_HEADERS = {"Mean win rate", "Mean score"}
+CELL_COLUMNS = ["target", "group_name", "table_pos", "table_name", "table_title", "row_pos", "row_name",
+                "model_deployment", "model", "col_idx", "column_name", "metric", "run_group", "perturbation",
+                "is_aggregate", "value", "description", "run_count", "bold", "run_spec_names"]
+
+
+def _num(v: Any) -> Optional[float]:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    return None
+
+
+def parse_group_tables(target: str, group_name: str, tables: list[dict],
+                       run_keys: dict[str, tuple[Optional[str], Optional[str]]]) -> list[dict]:
+    """Every value cell of one groups/<group>.json (the Model column gives the row)."""
+    out = []
+    for table_pos, t in enumerate(tables):
+        header = t.get("header") or []
+        for row_pos, row in enumerate(t.get("rows") or []):
+            model_cell = row[0] if row else {}
+            names = list(model_cell.get("run_spec_names") or [])
+            if not names:
+                for c in row[1:]:
+                    if c.get("run_spec_names"):
+                        names = list(c["run_spec_names"])
+                        break
+            key = next((run_keys[n] for n in names if n in run_keys), (None, None))
+            for col_idx in range(1, len(header)):
+                h = header[col_idx] or {}
+                c = row[col_idx] if col_idx < len(row) else {}
+                md = h.get("metadata") or {}
+                desc = c.get("description")
+                m = COUNT_RE.search(desc or "")
+                out.append({
+                    "target": target, "group_name": group_name, "table_pos": table_pos,
+                    "table_name": t.get("name"), "table_title": t.get("title"), "row_pos": row_pos,
+                    "row_name": model_cell.get("value"), "model_deployment": key[0], "model": key[1],
+                    "col_idx": col_idx, "column_name": h.get("value"), "metric": md.get("metric"),
+                    "run_group": md.get("run_group"),
+                    "perturbation": md.get("perturbation") if isinstance(md.get("perturbation"), str)
+                    else (json.dumps(md["perturbation"]) if md.get("perturbation") is not None else None),
+                    "is_aggregate": h.get("value") in AGGREGATE_HEADERS and "metric" not in md,
+                    "value": _num(c.get("value")), "description": desc,
+                    "run_count": int(m.group(1)) if m else None,
+                    "bold": (c.get("style") or {}).get("font-weight") == "bold",
+                    "run_spec_names": list(c.get("run_spec_names") or []) or (names if col_idx == 1 else []),
+                })
+    return out
+
+
+def _published_run_keys(conn, target: str) -> dict[str, tuple[Optional[str], Optional[str]]]:
+    rows = conn.execute("""
+        SELECT r.spec_name, r.model_deployment, r.model FROM published_runs r
+        WHERE r.suite IN (SELECT unnest(suites) FROM published_targets WHERE target = ?)""", [target]).fetchall()
+    return {n: (d, m) for n, d, m in rows}
+
+
+def store_published_cells(conn, target: str) -> int:
+    """(Re)parse the target's groups/*.json into published_leaderboard_cells."""
+    ensure_published_tables(conn)
+    keys = _published_run_keys(conn, target)
+    rows = []
+    for name, content in conn.execute(
+            "SELECT name, content FROM published_documents WHERE target = ? AND name LIKE 'groups/%' "
+            "ORDER BY name", [target]).fetchall():
+        try:
+            tables = json.loads(content)
+        except ValueError:
+            continue
+        if not isinstance(tables, list):
+            continue
+        group = name[len("groups/"):-len(".json")]
+        rows += parse_group_tables(target, group, tables, keys)
+    conn.execute("DELETE FROM published_leaderboard_cells WHERE target = ?", [target])
+    if rows:
+        insert_json_rows(conn, "published_leaderboard_cells", rows, columns=CELL_COLUMNS)
+    return len(rows)
+
+
+# ----------------------------------------------------------------------------------------------
+def registry_from_schema(schema_json: dict):
+    """The model registry a release was summarized with, as far as its schema.json tells: the
+    `models` list (registry order, used models only)."""
+    from medhelm_core.model_metadata import ModelRegistry
+
+    reg = ModelRegistry()
+    for m in schema_json.get("models") or []:
+        reg.models[m["name"]] = {
+            "name": m["name"], "display_name": m.get("display_name"), "description": m.get("description"),
+            "creator_organization_name": m.get("creator_organization"), "access": m.get("access"),
+            "release_date": m.get("release_date"), "num_parameters": m.get("num_parameters"),
+        }
+    return reg
+
+
+@dataclass
+class RebuildResult:
+    target: str
+    tables: dict[str, list[dict]]
+    run_keys: dict[str, tuple[Optional[str], Optional[str]]]
+    duplicated_runs: set[str] = field(default_factory=set)
+    multi_deployment_models: set[str] = field(default_factory=set)
+    seconds: float = 0.0
+    output_dir: Optional[str] = None
+
+
+def rebuild_target(conn: duckdb.DuckDBPyConnection, target: str, output_dir: Optional[str] = None,
+                   date: Optional[str] = None) -> RebuildResult:
+    """Summarize an imported target with our SQL models in a scratch database (the store's own
+    leaderboard tables are left alone); optionally write HELM's files under `output_dir`."""
+    from medhelm_core.model_metadata import load_model_registry, model_metadata_to_tables
+    from medhelm_core.summarize.schema import DEFAULT_SCHEMA_PATH, fix_up_schema, normalize_schema, schema_to_tables
+    from medhelm_core.summarize.sql_models import run_sql_models
+    from medhelm_core.summarize.tables import ensure_input_tables, set_summarize_target
+    from medhelm_core.summarize.write import build_group_tables, write_summarize_outputs
+
+    start = time.time()
+    ensure_published_tables(conn)
+    info = conn.execute("SELECT mode, local_suites FROM published_targets WHERE target = ?", [target]).fetchone()
+    if info is None:
+        raise MedhelmError(f"{target!r} has not been imported (run medhelm-import first)")
+    mode, local_suites = info
+    doc = conn.execute("SELECT content FROM published_documents WHERE target = ? AND name = 'schema.json'",
+                       [target]).fetchone()
+    main_db = conn.execute("SELECT current_database()").fetchone()[0]
+    scratch = "medhelm_rebuild"
+    conn.execute(f"ATTACH ':memory:' AS {scratch}")
+    try:
+        conn.execute(f"USE {scratch}")
+        ensure_input_tables(conn)
+        suites_sql = "(SELECT unnest(?::VARCHAR[]))"
+        conn.execute(f'INSERT INTO runs SELECT * FROM "{main_db}".main.runs WHERE suite IN {suites_sql}',
+                     [list(local_suites)])
+        conn.execute(f'INSERT INTO run_stats SELECT * FROM "{main_db}".main.run_stats WHERE suite IN {suites_sql}',
+                     [list(local_suites)])
+        if mode == "release":
+            summarize_target = set_summarize_target(conn, release=target, suites=list(local_suites))
+        else:
+            summarize_target = set_summarize_target(conn, suite=local_suites[0])
+        if doc is not None:
+            raw = json.loads(doc[0])
+            schema = normalize_schema(raw)
+            registry = registry_from_schema(raw)
+        else:   # a suite that was never summarized: our schema and model list
+            from medhelm_core.summarize.schema import load_schema
+            from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH
+
+            schema = load_schema(DEFAULT_SCHEMA_PATH)
+            registry = load_model_registry([DEFAULT_MODEL_METADATA_PATH])
+        schema = fix_up_schema(schema, conn)
+        schema_to_tables(conn, schema, summarize_target)
+        model_metadata_to_tables(conn, registry)
+        run_sql_models(conn)
+        tables = build_group_tables(conn)
+        if output_dir:
+            write_summarize_outputs(conn, output_dir, date=date)
+        names = [r[0] for r in conn.execute("SELECT run_name FROM target_runs ORDER BY run_id").fetchall()]
+        keys = {n: (d, m) for n, d, m in conn.execute(
+            "SELECT run_name, model_deployment, model FROM target_runs").fetchall()}
+        multi = {m for (m,) in conn.execute(
+            "SELECT model FROM target_runs GROUP BY model HAVING count(DISTINCT model_deployment) > 1").fetchall()}
+    finally:
+        conn.execute(f'USE "{main_db}"')
+        conn.execute(f"DETACH {scratch}")
+    dup = {n for n, c in Counter(names).items() if c > 1}
+    return RebuildResult(target, tables, keys, dup, multi, time.time() - start, output_dir)
+
+
+# ----------------------------------------------------------------------------------------------
+def _match_keys(cells: list[dict]) -> dict[tuple, dict]:
+    """Key every cell by (table, row, column) identities that do not depend on positions."""
+    out: dict[tuple, dict] = {}
+    table_seen: Counter = Counter()
+    table_ids: dict[tuple, tuple] = {}
+    row_seen: dict[tuple, Counter] = {}
+    row_ids: dict[tuple, tuple] = {}
+    col_seen: dict[tuple, Counter] = {}
+    col_ids: dict[tuple, tuple] = {}
+    for c in cells:
+        tpos = (c["group_name"], c["table_pos"])
+        if tpos not in table_ids:
+            base = (c["group_name"], c["table_name"], c["table_title"])
+            table_ids[tpos] = base + (table_seen[base],)
+            table_seen[base] += 1
+        tid = table_ids[tpos]
+        rpos = tpos + (c["row_pos"],)
+        if rpos not in row_ids:
+            base = ((c["model_deployment"], c["model"]) if c["model_deployment"] is not None or c["model"] is not None
+                    else ("name", c["row_name"]))
+            seen = row_seen.setdefault(tid, Counter())
+            row_ids[rpos] = base + (seen[base],)
+            seen[base] += 1
+        cpos = tpos + (c["col_idx"],)
+        if cpos not in col_ids:
+            base = (c["column_name"], c["metric"], c["run_group"], c["perturbation"])
+            seen = col_seen.setdefault(tid, Counter())
+            col_ids[cpos] = base + (seen[base],)
+            seen[base] += 1
+        out[(tid, row_ids[rpos], col_ids[cpos])] = c
+    return out
+
+
+def _equal(a: Optional[float], b: Optional[float]) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return abs(a - b) <= TOL
+
+
+def compare_cells(target: str, published: list[dict], rebuilt: list[dict], rb: RebuildResult) -> list[dict]:
+    """One row per cell on either side, with `equal` and, where they differ, a known `cause`."""
+    pub, reb = _match_keys(published), _match_keys(rebuilt)
+    keys = list(pub) + [k for k in reb if k not in pub]
+    rows = []
+    for k in keys:
+        p, r = pub.get(k), reb.get(k)
+        c = p or r
+        pv = p["value"] if p else None
+        rv = r["value"] if r else None
+        eq = p is not None and r is not None and _equal(pv, rv)
+        rows.append({
+            "release": target, "group_name": c["group_name"], "table_pos": c["table_pos"],
+            "table_name": c["table_name"], "table_title": c["table_title"], "row_pos": c["row_pos"],
+            "row_name": c["row_name"], "model_deployment": c["model_deployment"], "model": c["model"],
+            "col_idx": c["col_idx"], "column_name": c["column_name"], "metric": c["metric"],
+            "run_group": c["run_group"], "is_aggregate": c["is_aggregate"], "published_value": pv,
+            "rebuilt_value": rv,
+            "abs_diff": abs(pv - rv) if pv is not None and rv is not None else None,
+            "equal": eq, "published_count": p["run_count"] if p else None,
+            "rebuilt_count": r["run_count"] if r else None, "cause": None,
+            "_p": p, "_r": r, "_table": k[0],
+        })
+    differing_tables = {row["_table"] for row in rows if not row["equal"] and not row["is_aggregate"]}
+    for row in rows:
+        if not row["equal"]:
+            row["cause"] = _cause(row, rb, row["_table"] in differing_tables)
+    for row in rows:
+        for k in ("_p", "_r", "_table"):
+            row.pop(k)
+    return rows
+
+
+def _cause(row: dict, rb: RebuildResult, table_differs: bool) -> str:
+    """Known reasons why a published cell differs from ours (helm-output-summarize.md §0, §4)."""
+    p, r = row["_p"], row["_r"]
+    names = set((p or {}).get("run_spec_names") or []) | set((r or {}).get("run_spec_names") or [])
+    multi = row["model"] in rb.multi_deployment_models
+    if p is None or r is None:
+        side = "rebuilt" if p is None else "published"
+        if multi:
+            return f"duplicate deployments: {row['model']} has several deployments (row only in {side})"
+        return f"only in {side} (runs or schema changed since publication)"
+    if row["is_aggregate"]:
+        if table_differs:
+            return "follows the differing cells of this table"
+        return "win-rate rule: ties scored 0/1 before HELM #3001 (0.5 since)"
+    dups = names & rb.duplicated_runs
+    if dups:
+        return f"suites merged twice: {len(dups)} run(s) read from more than one suite are counted once per suite"
+    if row["published_count"] != row["rebuilt_count"]:
+        if multi:
+            return f"duplicate deployments: {row['model']} has several deployments"
+        return (f"different runs merged ({row['published_count']} published vs {row['rebuilt_count']} rebuilt): "
+                f"the bucket's runs changed since publication")
+    if (row["published_value"] is None) != (row["rebuilt_value"] is None):
+        return "split mismatch: the metric exists on one side only for the column's split"
+    return "stats.json differs from what was summarized (e.g. per-instance stats rewritten after publication)"
+
+
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class ComparisonSummary:
+    target: str
+    cells: int
+    equal: int
+    win_rates: int
+    win_rates_equal: int
+    causes: dict[str, int]
+    rebuild_seconds: float
+    published_cells: int
+    rebuilt_cells: int
+
+    def lines(self) -> list[str]:
+        pct = 100.0 * self.equal / self.cells if self.cells else 100.0
+        out = [f"{self.target}: {self.cells} cells compared, {self.equal} equal ({pct:.2f}%); "
+               f"mean win rates {self.win_rates_equal}/{self.win_rates} equal; rebuilt in {self.rebuild_seconds:.2f}s"]
+        for cause, n in sorted(self.causes.items(), key=lambda kv: -kv[1]):
+            out.append(f"  {n} differ: {cause}")
+        return out
+
+
+COMPARISON_COLUMNS = ["release", "group_name", "table_pos", "table_name", "table_title", "row_pos", "row_name",
+                      "model_deployment", "model", "col_idx", "column_name", "metric", "run_group", "is_aggregate",
+                      "published_value", "rebuilt_value", "abs_diff", "equal", "published_count", "rebuilt_count",
+                      "cause"]
+
+
+def rebuild_and_compare(store: Store, target: str, output_dir: Optional[str] = None) -> ComparisonSummary:
+    """Rebuild an imported target's leaderboard and write `leaderboard_comparison` for it."""
+    with store.connect() as conn:
+        ensure_published_tables(conn)
+        rb = rebuild_target(conn, target, output_dir=output_dir)
+        rebuilt = []
+        for group, tables in rb.tables.items():
+            rebuilt += parse_group_tables(target, group, tables, rb.run_keys)
+        cur = conn.execute("SELECT * FROM published_leaderboard_cells WHERE target = ? "
+                           "ORDER BY group_name, table_pos, row_pos, col_idx", [target])
+        cols = [d[0] for d in cur.description]
+        published = [dict(zip(cols, r)) for r in cur.fetchall()]
+        for p in published:
+            p["run_spec_names"] = list(p["run_spec_names"] or [])
+        rows = compare_cells(target, published, rebuilt, rb)
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            conn.execute("DELETE FROM leaderboard_comparison WHERE release = ?", [target])
+            if rows:
+                insert_json_rows(conn, "leaderboard_comparison", rows, columns=COMPARISON_COLUMNS)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    causes = Counter(r["cause"] for r in rows if not r["equal"])
+    wr = [r for r in rows if r["column_name"] == "Mean win rate" and r["is_aggregate"]]
+    return ComparisonSummary(target, len(rows), sum(r["equal"] for r in rows), len(wr), sum(r["equal"] for r in wr),
+                             dict(causes), rb.seconds, len(published), len(rebuilt))

@@ -1,0 +1,158 @@
+"""Shared pieces of the gated-tier scenarios: literal text, missing-data errors, optional packages,
+tokenizers, registration.
+
+A gated dataset is one the user downloads with their own credentials (PhysioNet, a Stanford data use
+agreement, the n2c2 portal) and names with the run entry's `data_path`. Whatever is missing - the
+file, the folder, or a package of the `[gated]` extra - stops with ONE line that names it and says
+where to get it (the `access` block of medhelm_core/benchmarks/gated/<name>.yaml).
+"""
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from medhelm_core.registry import MedhelmError, ScenarioDef, register_scenario
+from medhelm_core.scenarios._common import first_line, literal, require_arg, scenario_json
+
+GATED_EXTRA = 'pip install "medhelm-build[gated]"'
+
+
+def gated_text(name: str) -> dict[str, Any]:
+    """The parsed `medhelm_core/benchmarks/gated/<name>.yaml` (cached; read-only)."""
+    return literal(f"gated/{name}")
+
+
+def access_hint(name: str) -> str:
+    access = gated_text(name)["access"]
+    return f"{access['source']}: {access['url']} ({access['how']})"
+
+
+def missing_data(name: str, what: str, path: str) -> MedhelmError:
+    """`<entry>: <what> not found: <path> - get <dataset>: <url> (<how>)`, on one line."""
+    return MedhelmError(f"{name}: {what} not found: {path} - get {access_hint(name)}")
+
+
+def require_exists(name: str, path: str, what: str) -> None:
+    """HELM's `check_file_exists` (os.path.exists), with the gated error."""
+    if not os.path.exists(path):
+        raise missing_data(name, what, path)
+
+
+def require_dir(name: str, path: str, what: str) -> None:
+    if not os.path.isdir(path):
+        raise missing_data(name, what, path)
+
+
+def data_path_arg(args: dict[str, Any], name: str) -> str:
+    value = require_arg(args, "data_path", name)
+    if not isinstance(value, str):
+        raise MedhelmError(f"{name}: data_path must be a path string, got {value!r}")
+    return value
+
+
+def bad_data(name: str, path: str, exc: BaseException | str) -> MedhelmError:
+    detail = exc if isinstance(exc, str) else first_line(exc)
+    return MedhelmError(f"{name}: cannot read {path}: {detail}")
+
+
+# ----------------------------------------------------------------------------- optional packages
+def require_pyarrow(name: str, what: str) -> None:
+    """Parquet and Feather need pyarrow (the `[gated]` extra)."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise MedhelmError(f"{name}: reading {what} needs the package 'pyarrow' ({GATED_EXTRA})") from None
+
+
+def bundled_bpe_dir() -> Optional[Path]:
+    """LiteLLM (installed with the `[dspy]` extra) ships tiktoken's cl100k_base / o200k_base BPE files
+    in tiktoken's cache layout; tiktoken checks their sha256, so they are the very same data."""
+    spec = importlib.util.find_spec("litellm")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        folder = Path(location) / "litellm_core_utils" / "tokenizers"
+        if folder.is_dir():
+            return folder
+    return None
+
+
+def _tiktoken_encoding(encoding_name: str):
+    try:
+        import tiktoken
+    except ImportError:
+        raise MedhelmError(f"tiktoken is needed for the {encoding_name} tokenizer ({GATED_EXTRA})") from None
+    try:
+        return tiktoken.get_encoding(encoding_name)
+    except Exception as e:  # noqa: BLE001 - no network and no cached BPE file
+        bundled = bundled_bpe_dir()
+        if bundled is not None and os.environ.get("TIKTOKEN_CACHE_DIR") != str(bundled):
+            previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+            os.environ["TIKTOKEN_CACHE_DIR"] = str(bundled)
+            try:
+                return tiktoken.get_encoding(encoding_name)
+            except Exception:  # noqa: BLE001
+                pass
+            finally:
+                if previous is None:
+                    os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+                else:
+                    os.environ["TIKTOKEN_CACHE_DIR"] = previous
+        raise MedhelmError(
+            f"tiktoken cannot load the {encoding_name} encoding ({first_line(e)}): it downloads its BPE file once "
+            "from openaipublic.blob.core.windows.net; offline, point TIKTOKEN_CACHE_DIR at a folder that holds it"
+        ) from None
+
+
+# Tests replace this with a fake encoder (an object with encode(str) -> list and decode(list) -> str).
+ENCODING_FACTORY: Callable[[str], Any] = _tiktoken_encoding
+_ENCODINGS: dict[str, Any] = {}
+
+
+def encoding(encoding_name: str):
+    """`tiktoken.get_encoding(encoding_name)`, built once per process."""
+    factory = ENCODING_FACTORY
+    key = f"{id(factory)}:{encoding_name}"
+    if key not in _ENCODINGS:
+        _ENCODINGS[key] = factory(encoding_name)
+    return _ENCODINGS[key]
+
+
+# tiktoken.encoding_for_model: the models the gated scenarios name.
+_MODEL_ENCODINGS = {"gpt-4": "cl100k_base"}
+
+
+def encoding_for_model(model: str):
+    """`tiktoken.encoding_for_model(model)` for the model names HELM's gated scenarios use."""
+    if model not in _MODEL_ENCODINGS:
+        raise MedhelmError(f"no tiktoken encoding known for model {model!r}")
+    return encoding(_MODEL_ENCODINGS[model])
+
+
+# ----------------------------------------------------------------------------- registration
+def register_gated(
+    name: str,
+    load: Callable[[dict[str, Any]], list[dict]],
+    data_files: Callable[[dict[str, Any]], list[str]],
+) -> ScenarioDef:
+    """Register the scenario of `benchmarks/gated/<name>.yaml` in the gated tier."""
+    text = gated_text(name)
+    spec = text["scenario"]
+
+    def metadata(args: dict[str, Any]) -> dict[str, Any]:
+        return scenario_json(spec["name"], spec["description"], spec["tags"], spec["definition_path"])
+
+    def helm_metadata(args: dict[str, Any]) -> dict[str, Any]:
+        return copy.deepcopy(text["helm_metadata"])
+
+    return register_scenario(
+        ScenarioDef(
+            class_name=text["run_spec"]["scenario_class"],
+            tier="gated",
+            load=load,
+            metadata=metadata,
+            data_files=data_files,
+            helm_metadata=helm_metadata,
+        )
+    )

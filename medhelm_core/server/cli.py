@@ -1,0 +1,80 @@
+"""Command lines: `medhelm-server` (serve the page) and `medhelm-server export` / `medhelm-export`."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from .data import DataError, Reader
+
+
+def _target_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", help="the suite to show (as helm-server --suite)")
+    p.add_argument("--release", help="the release to show (as helm-server --release)")
+    p.add_argument("--suites", nargs="+", help="the release's suites, if its summary.json is not on disk")
+    p.add_argument("--output-path", "-o", default="benchmark_output", help="holds medhelm.duckdb (default: %(default)s)")
+
+
+def _reader(args: argparse.Namespace) -> Reader:
+    if args.suite and args.release:
+        raise DataError("give --suite or --release, not both")
+    return Reader(args.output_path, suite=args.suite, release=args.release, suites=args.suites)
+
+
+def export_main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="medhelm-export",
+                                description="Write a shareable static copy of the leaderboard page; private-tier "
+                                            "prompts, completions and judge explanations are redacted.")
+    _target_args(p)
+    p.add_argument("--out", required=True, help="directory to write (index.html, static/, data/)")
+    p.add_argument("--no-runs", action="store_true", help="leaderboard tables only, no per-run instance pages")
+    args = p.parse_args(argv)
+    from .export import export_static
+
+    try:
+        info = export_static(_reader(args), args.out, include_runs=not args.no_runs)
+    except DataError as e:
+        print(f"medhelm-export: error: {e}", file=sys.stderr)
+        return 2
+    print(f"medhelm-export: wrote {info['out']}/index.html ({info['runs']} runs, "
+          f"{info['redacted_runs']} with private-tier text redacted)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "export":
+        return export_main(argv[1:])
+    p = argparse.ArgumentParser(prog="medhelm-server",
+                                description="Serve the MedHELM leaderboard from <output-path>/medhelm.duckdb "
+                                            "(read-only). `medhelm-server export --out DIR …` writes a shareable "
+                                            "static copy instead.")
+    _target_args(p)
+    p.add_argument("--port", type=int, default=8000, help="default: %(default)s")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="default: %(default)s (loopback: the page shows private-tier text in full)")
+    p.add_argument("--redact", action="store_true", help="serve private-tier text redacted, as the export does")
+    p.add_argument("--verbose", "-v", action="store_true", help="log every request")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    from .app import run_forever
+
+    try:
+        reader = _reader(args)
+        reader.snapshot()   # fail now, with the reason, rather than on the first page view
+    except DataError as e:
+        print(f"medhelm-server: error: {e}", file=sys.stderr)
+        return 2
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not args.redact:
+        print("medhelm-server: warning: serving beyond loopback shows private-tier text; add --redact "
+              "to serve it redacted", file=sys.stderr)
+    try:
+        run_forever(reader, args.host, args.port, redact=args.redact)
+    except OSError as e:
+        print(f"medhelm-server: error: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

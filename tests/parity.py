@@ -1,0 +1,88 @@
+"""Shared helpers of the end-to-end parity tests (synthetic and public golden HELM output)."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+EXEMPT = ("inference_runtime",)  # wall-clock time: nobody can reproduce it
+
+
+def lay_out_inputs(inputs: Path, root: Path, base_url: str) -> Path:
+    """Copy an oracle's `inputs/` to `root/work` (writable) and re-point every prod_env base_url at
+    the mock server, as the golden runs were laid out."""
+    work = root / "work"
+    shutil.copytree(inputs, work)
+    for p in work.rglob("*"):
+        p.chmod(p.stat().st_mode | stat.S_IWUSR)
+    deployments = work / "prod_env" / "model_deployments.yaml"
+    deployments.write_text(re.sub(r"http://127\.0\.0\.1:\d+/v1", base_url, deployments.read_text()))
+    return work
+
+
+def flatten_stats(stats, per_instance: bool) -> dict:
+    """{(instance id, stat name JSON): (count, mean)} for stats.json / per_instance_stats.json."""
+    out = {}
+    entries = stats if per_instance else [{"instance_id": None, "stats": stats}]
+    for e in entries:
+        for s in e["stats"]:
+            out[(e["instance_id"], json.dumps(s["name"], sort_keys=True))] = (s["count"], s.get("mean"))
+    return out
+
+
+def assert_stats_equal(gold, ours, per_instance: bool) -> int:
+    """Same stat names (per instance), same counts, means within 1e-9 (runtime exempt); returns
+    how many values were compared."""
+    g, o = flatten_stats(gold, per_instance), flatten_stats(ours, per_instance)
+    assert set(o) == set(g)
+    compared = 0
+    for key, (count, mean) in g.items():
+        if any(x in key[1] for x in EXEMPT):
+            continue
+        assert o[key][0] == count, key
+        assert (o[key][1] is None) == (mean is None), key
+        if mean is not None:
+            assert o[key][1] == pytest.approx(mean, abs=1e-9), key
+        compared += 1
+    return compared
+
+
+def table_cells(tables) -> dict:
+    """{(table title, row name, column header): value} for every cell of every table."""
+    out = {}
+    for t in tables:
+        header = [h["value"] for h in t["header"]]
+        for row in t["rows"]:
+            for h, cell in zip(header, row):
+                out[(t.get("title"), row[0].get("value"), h)] = cell.get("value")
+    return out
+
+
+def group_files(base: Path) -> list[str]:
+    return sorted(p.name for p in (base / "groups").glob("*.json"))
+
+
+def is_runtime_cell(key: tuple) -> bool:
+    return key[0] == "Efficiency" or "Observed inference time" in str(key[2])
+
+
+def assert_group_cells_equal(gold_groups: Path, our_groups: Path, name: str) -> int:
+    """Every cell of `groups/<name>` equal (floats within 1e-9; runtime cells exempt)."""
+    from tests.oracle import load
+
+    g, o = table_cells(load(gold_groups / name)), table_cells(load(our_groups / name))
+    assert set(o) == set(g), name
+    compared = 0
+    for key, value in g.items():
+        if is_runtime_cell(key):
+            continue
+        if isinstance(value, float):
+            assert o[key] == pytest.approx(value, abs=1e-9), (name, key)
+        else:
+            assert o[key] == value, (name, key)
+        compared += 1
+    return compared
