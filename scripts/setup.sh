@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# One-time set-up on a fresh machine: a virtualenv in .venv with the project and its test tools.
+# One-time set-up on a fresh machine: a virtualenv in .venv with the project, its tiers' extras and
+# the test tools. `--with-browser` also installs Debian's Chromium + chromedriver, which the
+# leaderboard page's browser tests drive (no browser download).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--with-browser" ]; then
+  if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
+  fi
+fi
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv

@@ -57,9 +57,9 @@ class Emulator:
                     self.close()
                     raise RuntimeError("gcp-storage-emulator did not start")
                 time.sleep(0.1)
-        import gcsfs
+        from gcsfs.core import GCSFileSystem   # never the zonal/HNS "extended" class
 
-        self.fs = gcsfs.GCSFileSystem(endpoint_url=self.endpoint, token="anon", project="test")
+        self.fs = GCSFileSystem(endpoint_url=self.endpoint, token="anon", project="test")
 
     def env(self) -> dict[str, str]:
         return {"STORAGE_EMULATOR_HOST": self.endpoint, "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}

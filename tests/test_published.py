@@ -18,7 +18,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.oracle import PUBLIC, SHARED, SYNTHETIC
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")   # before anything imports gcsfs
+
+from tests.oracle import PUBLIC, SHARED, SYNTHETIC  # noqa: E402
 
 pytest.importorskip("gcp_storage_emulator")
 pytest.importorskip("gcsfs")
@@ -151,7 +153,7 @@ def test_killed_import_resumes_without_duplicates(gcs, tmp_path):
     for table, key in [("published_objects", "source, key"), ("published_runs", "suite, run_name"),
                        ("published_run_stats", "suite, run_name, ordinal"),
                        ("published_instance_entries", "suite, run_name, entry_pos"),
-                       ("published_completions", "suite, run_name, position"),
+                       ("published_request_states", "suite, run_name, position"),
                        ("published_annotations", "suite, run_name, position, annotator"),
                        ("published_documents", "target, name"), ("runs", "suite, run_name"),
                        ("run_stats", "suite, run_name, ordinal")]:
@@ -293,7 +295,9 @@ def test_dagster_source_asset_follows_the_bucket(gcs, tmp_path):
             ev.asset_observation.data_version
 
     def stale(key) -> StaleStatus:
-        resolver = CachingStaleStatusResolver(instance, defs.resolve_asset_graph())
+        from dagster._core.loader import LoadingContextForTest
+
+        resolver = CachingStaleStatusResolver(instance, defs.resolve_asset_graph(), LoadingContextForTest(instance))
         return resolver.get_status(key)
 
     v1 = observe()

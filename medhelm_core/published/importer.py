@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections import deque
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,8 @@ SKIPPED_DIRS = {"eval_cache", "groups"}   # HELM's read_runs_for_suite skips the
 
 BATCH_OBJECTS = int(os.environ.get("MEDHELM_IMPORT_BATCH_OBJECTS", "1024"))
 BATCH_BYTES = 128 * 1024 * 1024
+HOLD_SECONDS = 30.0
+MEMORY_LIMIT = os.environ.get("MEDHELM_IMPORT_MEMORY_LIMIT", "512MB")
 MAX_JSON_OBJECT = 4 * 1024 * 1024 * 1024 - 1
 
 REQUEST_STATE_STRUCT = ("STRUCT(instance JSON, reference_index INTEGER, request_mode VARCHAR, "
@@ -164,7 +167,7 @@ def list_target(source: Source, release: Optional[str], suite: Optional[str], ki
     listed = source.list(doc_prefix)
     if not listed and mode == "release":
         raise MedhelmError(f"no release {release!r} at {source.uri} (releases there: {_names(source, 'releases')}; "
-                           f"a suite without a release can be imported with --suite)")
+                           f"suites: {_names(source, 'runs')}, each importable on its own with --suite)")
     if not listed:
         raise MedhelmError(f"no suite {suite!r} at {source.uri} (suites there: {_names(source, 'runs')})")
     docs = []
@@ -247,6 +250,7 @@ class Importer:
         self.batch_objects, self.batch_bytes = max(1, batch_objects), batch_bytes
         self._processed = 0
         self._prefetched: dict[str, bytes] = {}
+        self._held = None
         self.staging = Path(store.path).parent / ".published_staging"
 
     def local_suite(self, suite: str) -> str:
@@ -309,6 +313,10 @@ class Importer:
         """Refuse to put published runs under a suite name that holds the user's own runs."""
         for s in dict.fromkeys(listing.suites):
             loc = self.local_suite(s)
+            if conn.execute("SELECT count(*) FROM run_entries WHERE suite = ?", [loc]).fetchone()[0]:
+                raise MedhelmError(
+                    f"suite {loc!r} in {self.store.path} holds your own runs (medhelm-run); import the published "
+                    f"suite under another name, e.g. --suite-prefix published- (it then appears as 'published-{s}')")
             owner = conn.execute("SELECT suite FROM published_suites WHERE local_suite = ?", [loc]).fetchone()
             if owner is not None:
                 if owner[0] != s:
@@ -477,6 +485,8 @@ class Importer:
                     for f in futs:
                         f.cancel()
                 raise
+            finally:
+                self._release()
         shutil.rmtree(self.staging, ignore_errors=True)
 
     # -- ingesting -------------------------------------------------------------------------------
@@ -494,9 +504,39 @@ class Importer:
                     raise MedhelmError(f"cannot ingest {len(e.items)} {e.kind} object(s): {e.error}") from None
                 bad.update(found)
 
-    def _ingest_transaction(self, fetched: list[Fetched], bad: dict[str, str]) -> None:
-        with self.store.transaction() as conn:
+    def _connection(self):
+        """One store connection across batches (closing one checkpoints the file, which costs more than a
+        batch), given back every HOLD_SECONDS so that other writers get their turn."""
+        if self._held is not None and time.time() - self._held[2] > HOLD_SECONDS:
+            self._release()
+        if self._held is None:
+            cm = self.store.connect()
+            conn = cm.__enter__()
+            # DuckDB would otherwise keep up to 80% of RAM of parsed JSON and written blocks in memory
+            conn.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
             ensure_published_tables(conn)
+            self._held = (cm, conn, time.time())
+        return self._held[1]
+
+    def _release(self) -> None:
+        if self._held is not None:
+            cm = self._held[0]
+            self._held = None
+            cm.__exit__(None, None, None)
+
+    @contextmanager
+    def _transaction(self):
+        conn = self._connection()
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def _ingest_transaction(self, fetched: list[Fetched], bad: dict[str, str]) -> None:
+        with self._transaction() as conn:
             manifest_rows: list[dict] = []
             by_kind: dict[str, list[Fetched]] = {}
             for f in fetched:
@@ -549,8 +589,6 @@ class Importer:
                                            "run_path": (self.source.display(f"runs/{f.planned.suite}/{f.planned.run_name}")
                                                         if f.planned.suite else None)} for f in good], temp=True)
         try:
-            if kind == "scenario_state":
-                conn.execute(STATES_DDL)
             for gz in (False, True):
                 group = [f for f in good if f.gz == gz]
                 if not group:
@@ -570,10 +608,6 @@ class Importer:
                         conn.execute(_insert_sql(kind, paths, gz), [target] if kind in DOC_KINDS else [])
                 except duckdb.Error as e:
                     raise _ParseError(kind, group, str(e).splitlines()[0]) from None
-            if kind == "scenario_state":
-                for sql in STATES_TO_TABLES_SQL:
-                    conn.execute(sql)
-                conn.execute("DROP TABLE _states")
             conn.execute("DROP TABLE _files")
         except _ParseError:
             raise
@@ -604,7 +638,7 @@ TABLES_OF_KIND = {
     "run_spec": ["published_runs"],
     "stats": ["published_run_stats"],
     "per_instance_stats": ["published_instance_entries"],
-    "scenario_state": ["published_completions", "published_annotations"],
+    "scenario_state": ["published_request_states"],
 }
 DOC_KINDS = {"summary", "schema", "groups", "runs_to_run_suites", "group_table"}
 RUN_FILE_NAME = {v: k for k, v in RUN_FILES.items()}
@@ -612,10 +646,22 @@ EXPECTED = {"run_spec": "a JSON object with a string 'name'", "stats": "a JSON l
             "per_instance_stats": "a JSON list of per-instance stats"}
 
 
+def _plain_size(path: str, gz: bool) -> int:
+    """Bytes of JSON in a file: its size, or for gzip the trailer's ISIZE (uncompressed size mod 2^32)."""
+    if not gz:
+        return os.path.getsize(path)
+    with open(path, "rb") as f:
+        f.seek(-4, os.SEEK_END)
+        return int.from_bytes(f.read(4), "little")
+
+
 def _read_opts(paths: list[str], gz: bool) -> str:
     files = "[" + ", ".join(sql_str(p) for p in paths) + "]"
+    # DuckDB sizes its read buffer by maximum_object_size: the largest file here, not a blanket maximum
+    largest = max((_plain_size(p, gz) for p in paths), default=0)
+    limit = min(MAX_JSON_OBJECT, max(16 * 1024 * 1024, largest + 1024 * 1024))
     return (f"{files}, filename = true, compression = {'gzip' if gz else 'none'!r}, "
-            f"maximum_object_size = {MAX_JSON_OBJECT}")
+            f"maximum_object_size = {limit}")
 
 
 def _select_sql(kind: str, paths: list[str], gz: bool) -> str:
@@ -633,15 +679,15 @@ def _select_sql(kind: str, paths: list[str], gz: bool) -> str:
                        WITH ORDINALITY)
             SELECT *, o - min(o) OVER (PARTITION BY filename) AS ordinal FROM e"""
     if kind == "per_instance_stats":
+        # the whole file as one list: positions come from the list (WITH ORDINALITY would serialize the scan)
         return f"""
-            WITH e AS (
-                SELECT filename, ordinality AS o, instance_id, train_trial_index, perturbation, stats
-                FROM read_json({opts}, format = 'array',
-                               columns = {{instance_id: 'VARCHAR', train_trial_index: 'INTEGER',
-                                           perturbation: 'JSON', stats: '{STAT_STRUCT}[]'}})
-                WITH ORDINALITY)
-            SELECT filename, o - min(o) OVER (PARTITION BY filename) AS entry_pos, instance_id, train_trial_index,
-                   perturbation AS ipert, stats FROM e"""
+            WITH f AS (
+                SELECT filename, json
+                FROM read_json({opts}, format = 'unstructured', records = false,
+                               columns = {{json: 'STRUCT(instance_id VARCHAR, train_trial_index INTEGER, perturbation JSON, stats {STAT_STRUCT}[])[]'}})),
+            e AS (SELECT filename, generate_subscripts(json, 1) - 1 AS entry_pos, unnest(json) AS e FROM f)
+            SELECT filename, entry_pos, e.instance_id AS instance_id, e.train_trial_index AS train_trial_index,
+                   e.perturbation AS ipert, e.stats AS stats FROM e"""
     return f"""
         WITH f AS (
             SELECT filename, request_states
@@ -683,28 +729,9 @@ def _insert_sql(kind: str, paths: list[str], gz: bool, source: Optional[str] = N
                    SELECT fl.suite, fl.run_name, CAST(u.entry_pos AS INTEGER), u.instance_id, u.train_trial_index,
                           u.ipert, u.stats
                    FROM ({sel}) u JOIN _files fl ON fl.path = u.filename"""
-    return f"""INSERT INTO _states
+    return f"""INSERT INTO published_request_states
                SELECT fl.suite, fl.run_name, CAST(u.position AS INTEGER), {", ".join(f"u.rs.{c}" for c in STATE_FIELDS)}
                FROM ({sel}) u JOIN _files fl ON fl.path = u.filename"""
 
 
 STATE_FIELDS = [part.strip().split(" ")[0] for part in REQUEST_STATE_STRUCT[len("STRUCT("):-1].split(",")]
-
-STATES_DDL = f"""CREATE OR REPLACE TEMP TABLE _states (suite VARCHAR, run_name VARCHAR, position INTEGER,
-    {REQUEST_STATE_STRUCT[len("STRUCT("):-1]})"""
-
-STATES_TO_TABLES_SQL = (
-    """INSERT INTO published_completions
-       SELECT suite, run_name, position, instance ->> 'id', instance ->> 'split', train_trial_index,
-              reference_index, request_mode, request ->> 'model_deployment', request ->> 'prompt',
-              result -> '$.completions[0]' ->> 'text', CAST(result ->> 'success' AS BOOLEAN),
-              instance, output_mapping, request, result, num_train_instances, prompt_truncated,
-              num_conditioning_tokens
-       FROM _states ORDER BY suite, run_name, position""",
-    """INSERT INTO published_annotations
-       SELECT suite, run_name, position, instance_id, annotator, annotations -> ('$."' || annotator || '"')
-       FROM (SELECT suite, run_name, position, instance ->> 'id' AS instance_id, annotations,
-                    unnest(json_keys(annotations)) AS annotator
-             FROM _states WHERE annotations IS NOT NULL AND json_type(annotations) = 'OBJECT')
-       ORDER BY suite, run_name, position""",
-)

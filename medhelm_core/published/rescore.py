@@ -10,7 +10,6 @@ re-scored, with the class names as the cause.
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -49,17 +48,14 @@ class RescoreSummary:
 
 
 def _states(conn, suite: str, run_name: str) -> list[dict]:
+    """The run's request states as in scenario_state.json (fields in HELM's RequestState order)."""
     rows = conn.execute("""
-        SELECT position, instance, reference_index, request_mode, train_trial_index, output_mapping, request, result,
-               num_train_instances, prompt_truncated, num_conditioning_tokens
-        FROM published_completions WHERE suite = ? AND run_name = ? ORDER BY position""", [suite, run_name]).fetchall()
-    ann: dict[int, dict] = {}
-    for pos, annotator, annotation in conn.execute(
-            "SELECT position, annotator, annotation FROM published_annotations WHERE suite = ? AND run_name = ? "
-            "ORDER BY position, rowid", [suite, run_name]).fetchall():
-        ann.setdefault(pos, {})[annotator] = json.loads(annotation) if annotation is not None else None
+        SELECT instance, reference_index, request_mode, train_trial_index, output_mapping, request, result,
+               num_train_instances, prompt_truncated, num_conditioning_tokens, annotations
+        FROM published_request_states WHERE suite = ? AND run_name = ? ORDER BY position""",
+                        [suite, run_name]).fetchall()
     states = []
-    for (pos, instance, ref_idx, mode, tti, mapping, request, result, ntrain, truncated, ncond) in rows:
+    for (instance, ref_idx, mode, tti, mapping, request, result, ntrain, truncated, ncond, annotated) in rows:
         st: dict = {"instance": json.loads(instance)}
         if ref_idx is not None:
             st["reference_index"] = ref_idx
@@ -75,8 +71,8 @@ def _states(conn, suite: str, run_name: str) -> list[dict]:
         st["prompt_truncated"] = truncated
         if ncond is not None:
             st["num_conditioning_tokens"] = ncond
-        if pos in ann:
-            st["annotations"] = ann[pos]
+        if annotated is not None:
+            st["annotations"] = json.loads(annotated)
         states.append(st)
     return states
 
@@ -114,7 +110,7 @@ def rescore_target(store: Store, target: str, local_path: Optional[str] = "prod_
         runs = conn.execute("""
             SELECT r.suite, r.run_name, r.run_spec FROM published_runs r
             WHERE r.suite IN (SELECT unnest(?::VARCHAR[]))
-              AND EXISTS (SELECT 1 FROM published_completions c WHERE c.suite = r.suite AND c.run_name = r.run_name)
+              AND EXISTS (SELECT 1 FROM published_request_states c WHERE c.suite = r.suite AND c.run_name = r.run_name)
             ORDER BY r.suite, r.run_name""", [list(dict.fromkeys(suites[0]))]).fetchall()
         rescored: list[tuple] = []
         notes: dict[tuple[str, str], str] = {}

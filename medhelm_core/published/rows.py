@@ -60,8 +60,10 @@ def insert_json_rows(conn: duckdb.DuckDBPyConnection, table: str, rows: list[dic
                 f.write(json.dumps({c: r.get(c) for c in cols}, ensure_ascii=False))
                 f.write("\n")
         spec = ", ".join(f"{sql_str(c)}: {sql_str(t)}" for c, t in types.items())
+        # DuckDB sizes its read buffer by maximum_object_size: no line is longer than the file
+        limit = max(16 * 1024 * 1024, os.path.getsize(path) + 1024)
         select = (f"SELECT {', '.join(_q(c) for c in cols)} FROM read_json({sql_str(path)}, "
-                  f"format = 'newline_delimited', columns = {{{spec}}}, maximum_object_size = 1073741824)")
+                  f"format = 'newline_delimited', columns = {{{spec}}}, maximum_object_size = {limit})")
         if temp:
             conn.execute(f'CREATE OR REPLACE TEMP TABLE "{table}" AS {select}')
         else:

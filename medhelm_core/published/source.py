@@ -6,9 +6,9 @@ at rest (HELM's public bucket since 2026-04, Content-Encoding: gzip) come back e
 stored gzip bytes or already decompressed, depending on the HTTP client and the server; the
 readers look at the gzip magic number, never at headers or file names.
 
-gcsfs is imported lazily and only after `GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false` is set
-(its zonal/hierarchical-namespace probing otherwise issues extra calls that neither anonymous
-access nor the emulator answer).  The GCS endpoint is gcsfs's own choice (`--endpoint-url`,
+gcsfs is imported lazily, after `GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false` is set, and we use its
+core `GCSFileSystem` class explicitly (its zonal/hierarchical-namespace "extended" class issues
+extra calls that neither anonymous access nor the emulator answer).  The GCS endpoint is gcsfs's own choice (`--endpoint-url`,
 else `$STORAGE_EMULATOR_HOST`, else storage.googleapis.com); `preflight()` checks that it can be
 reached at all before gcsfs starts its minute of retries, so an offline import fails fast.
 """
@@ -63,16 +63,19 @@ class Source:
             self.protocol = "gs"
         options = dict(storage_options or {})
         if self.protocol == "gs":
-            os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
+            os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
             try:
-                import gcsfs
+                # the plain GCS filesystem, whatever the import order: `gcsfs.GCSFileSystem` becomes the
+                # zonal/HNS "extended" class when gcsfs was first imported without the variable above,
+                # and that class makes calls neither anonymous access nor the emulator answer (it hangs)
+                from gcsfs.core import GCSFileSystem
             except ImportError as e:  # pragma: no cover - gcsfs is a dependency
                 raise MedhelmError("reading gs:// needs the package 'gcsfs'") from e
             # anonymous unless credentials are given (a token kind, or a service-account JSON path)
             options.setdefault("token", token or "anon")
             if endpoint_url:
                 options["endpoint_url"] = endpoint_url
-            self.fs = gcsfs.GCSFileSystem(**options)
+            self.fs = GCSFileSystem(**options)
             self.root = self.uri.split("://", 1)[1]
         else:
             import fsspec

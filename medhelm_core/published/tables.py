@@ -52,14 +52,24 @@ DDL = [
                st.variance AS variance, st.stddev AS stddev
         FROM (SELECT *, generate_subscripts(stats, 1) - 1 AS ordinal, unnest(stats) AS st
               FROM published_instance_entries)""",
-    """CREATE TABLE IF NOT EXISTS published_completions (
-        suite VARCHAR, run_name VARCHAR, position INTEGER, instance_id VARCHAR, split VARCHAR,
-        train_trial_index INTEGER, reference_index INTEGER, request_mode VARCHAR, model_deployment VARCHAR,
-        prompt VARCHAR, completion VARCHAR, success BOOLEAN, instance JSON, output_mapping JSON, request JSON,
-        result JSON, num_train_instances INTEGER, prompt_truncated BOOLEAN, num_conditioning_tokens INTEGER)""",
-    """CREATE TABLE IF NOT EXISTS published_annotations (
-        suite VARCHAR, run_name VARCHAR, position INTEGER, instance_id VARCHAR, annotator VARCHAR,
-        annotation JSON)""",
+    # scenario_state.json: one row per request state, as published (completions and judge annotations
+    # inside); the views published_completions and published_annotations take them apart.
+    """CREATE TABLE IF NOT EXISTS published_request_states (
+        suite VARCHAR, run_name VARCHAR, position INTEGER, instance JSON, reference_index INTEGER,
+        request_mode VARCHAR, train_trial_index INTEGER, output_mapping JSON, request JSON, result JSON,
+        num_train_instances INTEGER, prompt_truncated BOOLEAN, num_conditioning_tokens INTEGER, annotations JSON)""",
+    """CREATE VIEW IF NOT EXISTS published_completions AS
+        SELECT suite, run_name, position, instance ->> 'id' AS instance_id, instance ->> 'split' AS split,
+               train_trial_index, reference_index, request_mode, request ->> 'model_deployment' AS model_deployment,
+               request ->> 'prompt' AS prompt, result -> '$.completions[0]' ->> 'text' AS completion,
+               CAST(result ->> 'success' AS BOOLEAN) AS success, instance, output_mapping, request, result,
+               num_train_instances, prompt_truncated, num_conditioning_tokens
+        FROM published_request_states""",
+    """CREATE VIEW IF NOT EXISTS published_annotations AS
+        SELECT suite, run_name, position, instance_id, annotator, annotations -> ('$."' || annotator || '"') AS annotation
+        FROM (SELECT suite, run_name, position, instance ->> 'id' AS instance_id, annotations,
+                     unnest(json_keys(annotations)) AS annotator
+              FROM published_request_states WHERE json_type(annotations) = 'OBJECT')""",
     # Every cell of every table of releases/<R>/groups/<group>.json (or runs/<S>/groups/...), as published.
     """CREATE TABLE IF NOT EXISTS published_leaderboard_cells (
         target VARCHAR, group_name VARCHAR, table_pos INTEGER, table_name VARCHAR, table_title VARCHAR,
@@ -91,8 +101,9 @@ TABLE_DOCS = {
     "published_run_stats": "stats.json rows (columns as run_stats)",
     "published_instance_entries": "per_instance_stats.json entries (stats as a list)",
     "published_instance_stats": "view: one row per per-instance stat",
-    "published_completions": "scenario_state.json request states (--with-completions)",
-    "published_annotations": "scenario_state.json annotations per request state and annotator",
+    "published_request_states": "scenario_state.json request states as published (--with-completions)",
+    "published_completions": "view: one row per request state with prompt and completion",
+    "published_annotations": "view: one row per request state and annotator",
     "published_leaderboard_cells": "every cell of groups/<group>.json as published",
     "published_problems": "corrupt or missing objects of the last import of a target",
     "leaderboard_comparison": "published vs rebuilt cell by cell",
