@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from medhelm_core.judges import normalize_annotator_models
 from medhelm_core.registry import JuryDef, MedhelmError, register_annotator
@@ -25,8 +25,7 @@ def _judges(args: dict[str, Any], class_name: str) -> dict[str, dict[str, str]]:
     return normalize_annotator_models(args["annotator_models"], where=f"{class_name} annotator_models")
 
 
-def _fixed_jury_factory(scenario: str) -> tuple[str, Callable[[dict[str, Any]], JuryDef]]:
-    text = literal(scenario)
+def _fixed_jury_factory(scenario: str, text: dict[str, Any]) -> tuple[str, Callable[[dict[str, Any]], JuryDef]]:
     class_name: str = text["run_spec"]["annotator_class"]
     jury = text["jury"]
 
@@ -42,9 +41,15 @@ def _fixed_jury_factory(scenario: str) -> tuple[str, Callable[[dict[str, Any]], 
     return class_name, factory
 
 
-for _scenario in FIXED_JURY_SCENARIOS:
-    _class_name, _factory = _fixed_jury_factory(_scenario)
-    register_annotator(_class_name)(_factory)
+def register_fixed_juries(texts: Iterable[tuple[str, dict[str, Any]]]) -> None:
+    """Register a jury per (scenario, literal text): name, template and criteria from the text
+    (`jury:` and `run_spec.annotator_class`), judges from the AnnotatorSpec's annotator_models."""
+    for scenario, text in texts:
+        class_name, factory = _fixed_jury_factory(scenario, text)
+        register_annotator(class_name)(factory)
+
+
+register_fixed_juries((s, literal(s)) for s in FIXED_JURY_SCENARIOS)
 
 
 _LLM_AS_JURY = configurable_text()["run_spec"]["annotator_class"]

@@ -30,36 +30,15 @@ import tempfile
 import weakref
 from typing import Any
 
-from medhelm_core.judges import normalize_annotator_models
-from medhelm_core.registry import JuryDef, LocalAnnotatorDef, MedhelmError, register_annotator
+from medhelm_core.annotators import register_fixed_juries
+from medhelm_core.registry import LocalAnnotatorDef, MedhelmError, register_annotator
 from medhelm_core.scenarios._common import literal
 
 PUBLIC_JURY_SCENARIOS = ("aci_bench", "med_dialog", "medi_qa", "medication_qa", "mtsamples_procedures",
                          "mtsamples_replicate")
 
 
-def _jury_factory(scenario: str):
-    text = literal(f"public/{scenario}")
-    class_name: str = text["run_spec"]["annotator_class"]
-    jury = text["jury"]
-
-    def factory(args: dict[str, Any]) -> JuryDef:
-        if "annotator_models" not in args:
-            raise MedhelmError(f"{class_name}: annotator spec lacks 'annotator_models'")
-        return JuryDef(
-            name=jury["name"],
-            prompt_template=jury["prompt_template"],
-            criteria={k: list(v) for k, v in jury["criteria"].items()},
-            judges=normalize_annotator_models(args["annotator_models"], where=f"{class_name} annotator_models"),
-        )
-
-    factory.__name__ = f"{scenario}_jury"
-    return class_name, factory
-
-
-for _scenario in PUBLIC_JURY_SCENARIOS:
-    _class_name, _factory = _jury_factory(_scenario)
-    register_annotator(_class_name)(_factory)
+register_fixed_juries((s, literal(f"public/{s}")) for s in PUBLIC_JURY_SCENARIOS)
 
 
 # ----------------------------------------------------------------------------- EhrSqlAnnotator
