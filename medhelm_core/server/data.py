@@ -71,13 +71,11 @@ def _rows(conn: duckdb.DuckDBPyConnection, sql: str, params: Optional[list] = No
 
 
 def _tables(conn: duckdb.DuckDBPyConnection, catalog: Optional[str] = None) -> set[str]:
-    sql = "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'"
-    params: list = []
-    if catalog:
-        sql += " AND database_name = ?"
-        params.append(catalog)
-    else:
-        sql += " AND database_name = current_database()"
+    """Tables and views of the main schema (published_completions & co. are views)."""
+    where = "schema_name = 'main' AND database_name = " + ("?" if catalog else "current_database()")
+    sql = (f"SELECT table_name FROM duckdb_tables() WHERE {where} "
+           f"UNION SELECT view_name FROM duckdb_views() WHERE {where}")
+    params: list = [catalog, catalog] if catalog else []
     return {r[0] for r in conn.execute(sql, params).fetchall()}
 
 
