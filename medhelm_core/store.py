@@ -135,14 +135,20 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        with self.connect() as conn:
-            conn.execute("BEGIN TRANSACTION")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        with self.connect() as conn, in_transaction(conn):
+            yield conn
+
+
+@contextmanager
+def in_transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Commit what the block wrote, or roll all of it back: nothing half-written."""
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def insert_rows(conn: duckdb.DuckDBPyConnection, table: str, columns: list[str], rows: list[tuple],

@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 from collections import deque
-from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import Callable, Iterable, Optional
 import duckdb
 
 from medhelm_core.registry import MedhelmError
-from medhelm_core.store import Store
+from medhelm_core.store import Store, in_transaction
 
 from .rows import insert_json_rows, sql_str
 from .source import ObjectInfo, Source, decode_bytes, is_gzip
@@ -269,14 +268,9 @@ class Importer:
                                   lambda obj: self._read_summary(conn, manifest, obj))
             report = ImportReport(listing.target, listing.mode, self.source.uri, listing.suites,
                                   [self.local_suite(s) for s in listing.suites], data_version=listing.data_version())
-            conn.execute("BEGIN TRANSACTION")
-            try:
+            with in_transaction(conn):
                 self._check_suite_names(conn, listing)
                 report.removed = self._remove_vanished(conn, listing, manifest)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
         wanted = listing.wanted()
         report.listed = len(wanted)
         todo = []
@@ -524,16 +518,8 @@ class Importer:
             self._held = None
             cm.__exit__(None, None, None)
 
-    @contextmanager
     def _transaction(self):
-        conn = self._connection()
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        return in_transaction(self._connection())
 
     def _ingest_transaction(self, fetched: list[Fetched], bad: dict[str, str]) -> None:
         with self._transaction() as conn:

@@ -24,7 +24,7 @@ from typing import Any, Optional
 import duckdb
 
 from medhelm_core.registry import MedhelmError
-from medhelm_core.store import Store
+from medhelm_core.store import Store, in_transaction
 
 from .rows import insert_json_rows
 from .tables import ensure_published_tables
@@ -346,15 +346,10 @@ def rebuild_and_compare(store: Store, target: str, output_dir: Optional[str] = N
         for p in published:
             p["run_spec_names"] = list(p["run_spec_names"] or [])
         rows = compare_cells(target, published, rebuilt, rb)
-        conn.execute("BEGIN TRANSACTION")
-        try:
+        with in_transaction(conn):
             conn.execute("DELETE FROM leaderboard_comparison WHERE release = ?", [target])
             if rows:
                 insert_json_rows(conn, "leaderboard_comparison", rows, columns=COMPARISON_COLUMNS)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
     causes = Counter(r["cause"] for r in rows if not r["equal"])
     wr = [r for r in rows if r["column_name"] == "Mean win rate" and r["is_aggregate"]]
     return ComparisonSummary(target, len(rows), sum(r["equal"] for r in rows), len(wr), sum(r["equal"] for r in wr),

@@ -17,7 +17,7 @@ from typing import Callable, Optional
 import pandas as pd
 
 from medhelm_core.registry import MedhelmError
-from medhelm_core.store import Store
+from medhelm_core.store import Store, in_transaction
 
 from .tables import ensure_published_tables
 
@@ -146,16 +146,13 @@ def rescore_target(store: Store, target: str, local_path: Optional[str] = "prod_
         frame = frame.astype({"seq": "int64", "count": "int64", "sum": "float64", "mean": "float64"})
         frame["train_trial_index"] = frame["train_trial_index"].astype("Int64")
         note_frame = pd.DataFrame([(s, r, n) for (s, r), n in notes.items()], columns=["suite", "run_name", "note"])
-        conn.execute("BEGIN TRANSACTION")
         try:
-            conn.register("_rescored", frame)
-            conn.register("_notes", note_frame)
-            conn.execute("DELETE FROM rescore_comparison WHERE (suite, run_name) IN (SELECT suite, run_name FROM _notes)")
-            conn.execute(COMPARE_SQL)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+            with in_transaction(conn):
+                conn.register("_rescored", frame)
+                conn.register("_notes", note_frame)
+                conn.execute("DELETE FROM rescore_comparison WHERE (suite, run_name) IN "
+                             "(SELECT suite, run_name FROM _notes)")
+                conn.execute(COMPARE_SQL)
         finally:
             conn.unregister("_rescored")
             conn.unregister("_notes")
