@@ -183,7 +183,9 @@ def summarize_main(argv: list[str] | None = None) -> int:
     if not args.suite and not args.release:
         args.suite = "default"
     if not args.schema_path and not args.auto_generate_schema:
-        args.schema_path = str(Path(__file__).resolve().parent.parent / "schema" / "schema_medhelm.yaml")
+        from medhelm_core.resources import DEFAULT_SCHEMA_PATH
+
+        args.schema_path = str(DEFAULT_SCHEMA_PATH)
     try:
         return _summarize(args)
     except MedhelmError as e:
@@ -191,8 +193,32 @@ def summarize_main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _check_suites_exist(output_path: str, suites: list[str]) -> None:
+    """Stop before anything is written when a suite has no runs (HELM would write an empty leaderboard)."""
+    import duckdb
+
+    from medhelm_core.store import DB_FILENAME
+
+    db = Path(output_path) / DB_FILENAME
+    if not db.exists():
+        raise MedhelmError(f"no runs in {output_path}: {db} does not exist (run medhelm-run first)")
+    try:
+        with duckdb.connect(str(db), read_only=True) as conn:
+            known = [r[0] for r in conn.execute("SELECT DISTINCT suite FROM runs ORDER BY suite").fetchall()]
+    except duckdb.CatalogException:
+        known = []  # no `runs` table: nothing was ever run into this file
+    except duckdb.Error:
+        return  # busy (a writer holds it): the summarize itself will wait for the lock and check
+    missing = [s for s in suites if s not in known]
+    if missing:
+        there = ", ".join(known) if known else "none"
+        raise MedhelmError(f"suite {missing[0]!r} has no runs in {db} (suites there: {there})")
+
+
 def _summarize(args) -> int:
     import dagster as dg
+
+    _check_suites_exist(args.output_path, args.suites or [args.suite])
 
     from assets.leaderboard import SUMMARY_ASSETS
     from assets.resources import MedhelmResource

@@ -6,6 +6,8 @@ from typing import Optional
 
 import dagster as dg
 
+from assets.errors import user_errors
+
 from assets.resources import MedhelmResource
 from medhelm_core.summarize.sql_models import SQL_DIR, load_sql_models, parse_sql_model
 
@@ -26,6 +28,7 @@ class SummarizeConfig(dg.Config):
 @dg.asset(group_name="leaderboard", kinds={"duckdb"},
           deps=[dg.AssetDep("run_stats", partition_mapping=ALL_RUNS)],
           description="What to summarize (summarize_target) and the schema and model tables the SQL reads.")
+@user_errors
 def summarize_target(config: SummarizeConfig, medhelm: MedhelmResource) -> dg.MaterializeResult:
     from medhelm_core.summarize.summarize import prepare_summarize
 
@@ -53,6 +56,7 @@ def _sql_asset(path: Path, model_names: set[str]) -> dg.AssetsDefinition:
     @dg.asset(name=name, deps=list(unique.values()), group_name="leaderboard", kinds={"sql", "duckdb"},
               code_version=hashlib.sha256(sql.encode()).hexdigest()[:12],
               description=f"`sql/{path.name}`", metadata={"sql_file": dg.MetadataValue.path(str(path))})
+    @user_errors
     def _asset(medhelm: MedhelmResource) -> dg.MaterializeResult:
         with medhelm.workspace().store.transaction() as conn:
             conn.execute(sql)
@@ -74,9 +78,24 @@ SQL_ASSETS = [_sql_asset(SQL_DIR / f"{name}.sql", set(_MODELS)) for name in _MOD
 _SINKS = [n for n in _MODELS if not any(n in deps for deps, _ in _MODELS.values())]
 
 
+@dg.asset(group_name="leaderboard", kinds={"duckdb"}, deps=[a.key for a in SQL_ASSETS],
+          description="Every target's leaderboard tables side by side: schema `leaderboard`, one table per SQL "
+                      "model, keyed by `target` (suite or release).")
+@user_errors
+def leaderboards_by_target(medhelm: MedhelmResource) -> dg.MaterializeResult:
+    from medhelm_core.summarize.kept import keep_current_target
+
+    with medhelm.workspace().store.transaction() as conn:
+        target, rows = keep_current_target(conn)
+        targets = [r[0] for r in conn.execute("SELECT DISTINCT target FROM leaderboard.table_cells ORDER BY 1")
+                   .fetchall()]
+    return dg.MaterializeResult(metadata={"target": target, "rows_kept": rows, "targets": ", ".join(targets)})
+
+
 @dg.asset(group_name="leaderboard", kinds={"json"}, deps=_SINKS,
           description="HELM's summarize files (groups/*.json, schema.json, runs.json, …) and each run's display "
                       "files, written from DuckDB.")
+@user_errors
 def leaderboard_files(medhelm: MedhelmResource) -> dg.MaterializeResult:
     from medhelm_core.summarize_files import write_leaderboard_files
 
@@ -109,4 +128,4 @@ def _page_metadata(ws) -> dict:
     return out
 
 
-SUMMARY_ASSETS = [summarize_target, *SQL_ASSETS, leaderboard_files]
+SUMMARY_ASSETS = [summarize_target, *SQL_ASSETS, leaderboards_by_target, leaderboard_files]

@@ -4,6 +4,8 @@ from typing import Optional
 
 import dagster as dg
 
+from assets.errors import user_errors
+
 from assets.partitions import runs_partitions, scenario_partitions
 from assets.resources import MedhelmResource
 from medhelm_core import pipeline
@@ -23,6 +25,7 @@ class RunEntriesConfig(dg.Config):
 
 @dg.asset(group_name="conf", kinds={"duckdb"},
           description="The run entries a suite asks for (HELM .conf files expanded into run specs).")
+@user_errors
 def run_entries(context: dg.AssetExecutionContext, config: RunEntriesConfig,
                 medhelm: MedhelmResource) -> dg.MaterializeResult:
     from medhelm_core.conf.expand import expand_confs
@@ -53,6 +56,7 @@ def _dataset_asset(tier: str) -> dg.AssetsDefinition:
               kinds={"duckdb"}, deps=[run_entries],
               description=f"Instances of each {tier}-tier scenario spec (ids as HELM assigns them); rebuilt only "
                           "when the spec or the bytes of its data files change.")
+    @user_errors
     def _asset(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
         info = pipeline.build_dataset(medhelm.workspace(), context.partition_key)
         return dg.MaterializeResult(
@@ -69,6 +73,7 @@ DATASET_ASSETS = {tier: _dataset_asset(tier) for tier in pipeline.TIERS}
 @dg.asset(group_name="requests", partitions_def=runs_partitions, kinds={"duckdb"},
           deps=[dg.AssetDep(a, partition_mapping=dg.AllPartitionMapping()) for a in DATASET_ASSETS.values()],
           description="Prompts sent to the model: seed-0 sampling over valid+test, HELM's prompt layout.")
+@user_errors
 def requests(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
     info = pipeline.build_requests(medhelm.workspace(), _run(context))
     return dg.MaterializeResult(metadata={"dagster/row_count": info["num_requests"]},
@@ -78,6 +83,7 @@ def requests(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.
 @dg.asset(group_name="completions", partitions_def=runs_partitions, kinds={"openai", "duckdb"}, deps=[requests],
           pool="llm_api",
           description="Model answers, content-addressed by (deployment, request): only missing ones are requested.")
+@user_errors
 def completions(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
     ws, run = medhelm.workspace(), _run(context)
     report = pipeline.run_completions(ws, run)
@@ -87,6 +93,7 @@ def completions(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> 
 @dg.asset(group_name="annotations", partitions_def=runs_partitions, kinds={"openai", "duckdb"},
           deps=[completions], pool="llm_api",
           description="LLM-jury annotations as HELM stores them, and a verdict per judge with an explicit status.")
+@user_errors
 def annotations(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
     ws, run = medhelm.workspace(), _run(context)
     info = pipeline.run_annotations(ws, run)
@@ -125,6 +132,7 @@ def _run_cost_metadata(ws, run, kind: str) -> dict:
                         description="Run-level stats as HELM aggregates them (stats.json).")],
     partitions_def=runs_partitions,
 )
+@user_errors
 def scores(context: dg.AssetExecutionContext, medhelm: MedhelmResource):
     ws = medhelm.workspace()
     run = _run(context)

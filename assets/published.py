@@ -19,6 +19,8 @@ from typing import Optional
 
 import dagster as dg
 
+from assets.errors import user_errors
+
 from assets.resources import MedhelmResource
 from medhelm_core.published.source import DEFAULT_GCS_SOURCE
 
@@ -80,6 +82,7 @@ def published_results(published: PublishedResource) -> dg.ObserveResult:
           code_version="1", automation_condition=dg.AutomationCondition.eager(),
           description="Incremental import of the published runs, stats, per-instance stats (and completions) "
                       "into the published_* tables and the runs/run_stats summarize inputs.")
+@user_errors
 def published_import(published: PublishedResource, medhelm: MedhelmResource) -> dg.MaterializeResult:
     if not published.configured():
         raise dg.Failure("set MEDHELM_PUBLISHED_RELEASE or MEDHELM_PUBLISHED_SUITE (resource `published`)")
@@ -96,6 +99,7 @@ def published_import(published: PublishedResource, medhelm: MedhelmResource) -> 
           kinds={"sql", "duckdb"}, code_version="1", automation_condition=dg.AutomationCondition.eager(),
           description="The release's leaderboard rebuilt with our SQL models from the published stats and the "
                       "release's own schema.json, compared cell by cell (table leaderboard_comparison).")
+@user_errors
 def published_leaderboard_comparison(published: PublishedResource, medhelm: MedhelmResource) -> dg.MaterializeResult:
     from medhelm_core.published.leaderboard import rebuild_and_compare
 
@@ -112,6 +116,7 @@ def published_leaderboard_comparison(published: PublishedResource, medhelm: Medh
           code_version="1",
           description="Our metrics on the published completions and judge annotations, compared with the published "
                       "per-instance stats (table rescore_comparison). Needs with_completions.")
+@user_errors
 def published_rescore(published: PublishedResource, medhelm: MedhelmResource) -> dg.MaterializeResult:
     if not published.with_completions:
         return dg.MaterializeResult(metadata={"note": "completions not imported (MEDHELM_PUBLISHED_WITH_COMPLETIONS)"})

@@ -162,12 +162,15 @@ class EstimateRow:
     prompt_tokens: int = 0
     output_tokens: int = 0
     usd: float | None = 0.0
+    approximate: bool = False  # prompt tokens counted by tokenizers.ApproximateTokenizer
 
 
 @dataclass
 class Estimate:
     rows: list[EstimateRow] = field(default_factory=list)
     unpriced: set[str] = field(default_factory=set)
+    # deployment -> its tokenizer_name, for deployments whose tokenizer this project cannot load
+    approximated: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def total_usd(self) -> float:
@@ -182,16 +185,18 @@ class Estimate:
             agg.prompt_tokens += r.prompt_tokens
             agg.output_tokens += r.output_tokens
             agg.usd = None if (agg.usd is None or r.usd is None) else agg.usd + r.usd
+            agg.approximate = agg.approximate or r.approximate
         return list(out.values())
 
 
-def _counter(ws, deployment: str):
-    from medhelm_core.tokenizers import TokenizerError, get_tokenizer
+def _tokenizer(ws, deployment: str):
+    """The deployment's tokenizer, or `tokenizers.ApproximateTokenizer` (4 characters a token) when
+    this project has no implementation of its tokenizer_name (HELM's Hugging Face tokenizers). A
+    tokenizer it implements but cannot load (tiktoken, or its BPE file, missing) stops the estimate
+    with the one-line `TokenizerUnavailable`, as it would stop the run."""
+    from medhelm_core.tokenizers import tokenizer_or_approximation
 
-    try:
-        return get_tokenizer(ws.deployment(deployment).tokenizer_name).count
-    except TokenizerError:
-        return lambda text: max(1, len(text) // 4)  # no tokenizer available: ~4 characters a token
+    return tokenizer_or_approximation(ws.deployment(deployment).tokenizer_name)
 
 
 def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
@@ -205,6 +210,7 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
     from medhelm_core import adapt, jury, pipeline
     from medhelm_core.registry import ANNOTATORS, SCENARIOS
     from medhelm_core.store import request_key
+    from medhelm_core.tokenizers import is_approximate
 
     est = Estimate()
     instances_by_scenario: dict[str, list[dict]] = {}
@@ -212,8 +218,14 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
 
     def count(deployment: str, text: str) -> int:
         if deployment not in counters:
-            counters[deployment] = _counter(ws, deployment)
+            tokenizer = _tokenizer(ws, deployment)
+            counters[deployment] = tokenizer.count
+            if is_approximate(tokenizer):
+                est.approximated[deployment] = tokenizer.name
         return counters[deployment](text)
+
+    def approximate(deployment: str) -> bool:
+        return deployment in est.approximated
 
     def price(deployment: str, prompt_tokens: int, output_tokens: int) -> float | None:
         s = ws.deployment_settings(deployment)
@@ -231,7 +243,7 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
         sampled = adapt.downsample_eval_instances(instances_by_scenario[key], adapter.get("max_eval_instances"),
                                                   adapter.get("eval_splits"))
         dep = adapter["model_deployment"]
-        states = adapt.build_request_states(adapter, sampled, pipeline._prompt_fitter(ws, dep))
+        states = adapt.build_request_states(adapter, sampled, pipeline._prompt_fitter(ws, dep, approximate=True))
         keys = [request_key(st["request"]["model_deployment"], st["request"]) for st in states]
         stored = _stored_results(ws, keys)
         row = EstimateRow(spec["name"], "model", dep)
@@ -244,6 +256,7 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
             row.prompt_tokens += count(dep, req["prompt"])
             row.output_tokens += req["max_tokens"] * max(1, req.get("num_completions") or 1)
         row.usd = price(dep, row.prompt_tokens, row.output_tokens)
+        row.approximate = row.calls > 0 and approximate(dep)
         est.rows.append(row)
 
         judge_rows: dict[str, EstimateRow] = {}
@@ -253,6 +266,8 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
             if factory is None:
                 raise MedhelmError(f"{spec['name']}: annotator {aspec['class_name']} is not implemented")
             j = factory(aspec["args"])
+            if not getattr(j, "judges", None):
+                continue  # a local annotator (e.g. EhrSqlAnnotator runs the SQL here): no model call
             for st, k in zip(states, keys):
                 result = stored.get(k)
                 placeholder = result is None
@@ -280,6 +295,7 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
             jr.output_tokens += out_tokens
         for jr in judge_rows.values():
             jr.usd = price(jr.deployment, jr.prompt_tokens, jr.output_tokens)
+            jr.approximate = jr.calls > 0 and approximate(jr.deployment)
             est.rows.append(jr)
     return est
 
@@ -293,8 +309,12 @@ def _stored_results(ws, keys: list[str]) -> dict[str, dict]:
     return {k: json.loads(r) for k, r in rows}
 
 
-def _usd(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:,.4f}"
+def _usd(value: float | None, approximate: bool = False) -> str:
+    return "n/a" if value is None else ("~" if approximate else "") + f"{value:,.4f}"
+
+
+def _tokens(value: int, approximate: bool = False) -> str:
+    return ("~" if approximate else "") + f"{value:,}"
 
 
 def format_estimate(est: Estimate, budget: float | None = None) -> str:
@@ -302,21 +322,30 @@ def format_estimate(est: Estimate, budget: float | None = None) -> str:
 
     headers = ["run", "calls of", "deployment", "new calls", "reused", "prompt tokens", "max output tokens", "USD"]
     table = [[r.run_name if r.kind == "model" else "  + jury", r.kind, r.deployment, r.calls, r.reused,
-              f"{r.prompt_tokens:,}", f"{r.output_tokens:,}", _usd(r.usd)] for r in est.rows]
+              _tokens(r.prompt_tokens, r.approximate), f"{r.output_tokens:,}", _usd(r.usd, r.approximate)]
+             for r in est.rows]
     lines = ["Estimated cost before sending anything (upper bound: prompt tokens by each deployment's tokenizer "
              "+ max_tokens of output; stored completions cost nothing):", "",
              tabulate(table, headers=headers, disable_numparse=True, colalign=("left", "left", "left", "right",
                                                                               "right", "right", "right", "right")),
              "", "By deployment:"]
-    dep_rows = [[r.deployment, r.kind, r.calls, r.reused, f"{r.prompt_tokens:,}", f"{r.output_tokens:,}",
-                 _usd(r.usd)] for r in est.by_deployment()]
+    dep_rows = [[r.deployment, r.kind, r.calls, r.reused, _tokens(r.prompt_tokens, r.approximate),
+                 f"{r.output_tokens:,}", _usd(r.usd, r.approximate)] for r in est.by_deployment()]
     lines.append(tabulate(dep_rows, headers=["deployment", "calls of", "new calls", "reused", "prompt tokens",
                                               "max output tokens", "USD"], disable_numparse=True))
     calls = sum(r.calls for r in est.rows)
     ptok = sum(r.prompt_tokens for r in est.rows)
     otok = sum(r.output_tokens for r in est.rows)
-    lines += ["", f"Total: {calls:,} new calls, {ptok:,} prompt tokens, {otok:,} output tokens at most, "
-                  f"${est.total_usd:,.4f}" + (" (priced deployments only)" if est.unpriced else "")]
+    approx = any(r.approximate for r in est.rows)
+    lines += ["", f"Total: {calls:,} new calls, {_tokens(ptok, approx)} prompt tokens, {otok:,} output tokens at "
+                  f"most, {'~' if approx else ''}${est.total_usd:,.4f}"
+              + (" (priced deployments only)" if est.unpriced else "")]
+    if approx:
+        names = sorted({str(t) for t in est.approximated.values()})
+        lines.append("~ approximate: medhelm has no tokenizer " + ", ".join(names) + " (tokenizer_name of "
+                     + ", ".join(sorted(est.approximated)) + "), so those prompts are counted as 4 characters a "
+                     "token; for counts by a real tokenizer, set tokenizer_name in <local-path>/model_deployments.yaml "
+                     "to one medhelm can load (e.g. openai/o200k_base)")
     if est.unpriced:
         lines.append("No price for: " + ", ".join(sorted(est.unpriced)) + " (set input_per_million and "
                      "output_per_million in conf/deployments.yaml or <local-path>/medhelm_deployments.yaml)")

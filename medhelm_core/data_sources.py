@@ -272,6 +272,7 @@ def _datasets():
         raise MedhelmError("the Hugging Face scenarios need the package 'datasets'") from None
     datasets.disable_progress_bars()
     datasets.logging.set_verbosity_error()
+    datasets.config.HF_UPDATE_DOWNLOAD_COUNTS = False  # else every parquet load pings the hub's S3
     return datasets
 
 

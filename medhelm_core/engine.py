@@ -2,10 +2,12 @@
 
 * Content-addressed: requests are keyed by `store.request_key` (sha256 of deployment + request);
   whatever `completions` holds is reused as is, and duplicates within a batch are asked once.
-* Crash-safe: answers are committed as they arrive, in one DuckDB transaction per batch (what
-  arrived within `commit_interval_s`, 0.5 s; at most `flush_every`), under the store's file lock,
-  with `INSERT OR IGNORE` on the primary key. A kill -9 at any moment loses at most the requests in
-  flight; the rerun asks only for the rest, and no row is ever duplicated.
+* Crash-safe: the worker that receives an answer writes it to the answer journal (`journal.py`)
+  before anything else, so it survives a kill -9 from that instant; answers are then committed to
+  DuckDB in one transaction per batch (what arrived within `commit_interval_s`, 0.5 s; at most
+  `flush_every`), under the store's file lock, with `INSERT OR IGNORE` on the primary key. A kill
+  -9 at any moment loses only the requests in flight; the next process replays the journal, asks
+  only for the rest, and no row is ever duplicated.
 * One asker per request across processes: before sending, a process claims its requests in
   `completion_claims` (same transaction discipline). Another process running at the same time
   skips requests claimed by a live owner and waits for their answers to land in `completions`;
@@ -27,22 +29,19 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
-import os
 import queue
-import socket
 import threading
 import time
-import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from medhelm_core import ratelimit
+from medhelm_core import journal, owners, ratelimit
 from medhelm_core.clients import Attempt, RequestFailed
 from medhelm_core.ratelimit import (CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, TRANSIENT, DeploymentSettings,
                                     backoff_delay, limiter_for)
 from medhelm_core.registry import MedhelmError
-from medhelm_core.store import Store, insert_rows
+from medhelm_core.store import COMPLETION_COLUMNS, Store, insert_rows
 
 
 class Client(Protocol):
@@ -152,41 +151,6 @@ class _Lane:
             self.cond.notify_all()
 
 
-def _process_start(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return None
-
-
-_HOST = socket.gethostname()
-
-
-def _owner_id() -> str:
-    pid = os.getpid()
-    return f"{_HOST}|{pid}|{_process_start(pid) or '-'}|{uuid.uuid4().hex[:12]}"
-
-
-def _owner_alive(owner: str, heartbeat: float, lease_s: float) -> bool:
-    try:
-        host, pid_s, start, _ = owner.split("|")
-        pid = int(pid_s)
-    except ValueError:
-        return time.time() - heartbeat < lease_s
-    if host != _HOST:
-        return time.time() - heartbeat < lease_s
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    if start != "-" and _process_start(pid) not in (None, start):
-        return False  # the pid was reused by another process
-    return time.time() - heartbeat < lease_s
-
-
 class CompletionEngine:
     def __init__(self, store: Store, client_for: Callable[[str], Any], num_threads: int = 8,
                  flush_every: int = 256, flush_seconds: float = 2.0,
@@ -209,7 +173,7 @@ class CompletionEngine:
         self.lease_s = lease_s
         self.poll_s = poll_s
         self.commit_interval_s = commit_interval_s
-        self.owner = _owner_id()
+        self.owner = owners.new_owner_id()
         self._holding: set[str] = set()  # keys claimed and not yet committed (answer or error)
 
     # -- storage --------------------------------------------------------------------------
@@ -227,6 +191,7 @@ class CompletionEngine:
         the prices in use (`deployment_prices`), in the same transaction."""
         if not keys:
             return set(), set()
+        recovered: list = []
         with self.store.transaction() as conn:
             if prices:
                 from medhelm_core.costs import record_prices
@@ -236,8 +201,9 @@ class CompletionEngine:
                 "SELECT DISTINCT owner, max(heartbeat) FROM completion_claims"
                 " WHERE request_key IN (SELECT unnest(?::VARCHAR[])) AND owner <> ? GROUP BY owner",
                 [keys, self.owner]).fetchall()
-            dead = [o for o, hb in held if not _owner_alive(o, hb or 0.0, self.lease_s)]
-            if dead:
+            dead = [o for o, hb in held if not owners.owner_alive(o, hb or 0.0, self.lease_s)]
+            if dead:  # take over: first fold in what they journaled, then drop their claims
+                recovered = journal.replay(conn, self.store.path, dead=set(dead).__contains__)
                 conn.execute("DELETE FROM completion_claims WHERE owner IN (SELECT unnest(?::VARCHAR[]))", [dead])
             conn.execute(
                 "INSERT OR IGNORE INTO completion_claims (request_key, owner, heartbeat)"
@@ -246,6 +212,7 @@ class CompletionEngine:
                 [self.owner, time.time(), keys])
             rows = conn.execute("SELECT request_key, owner FROM completion_claims"
                                 " WHERE request_key IN (SELECT unnest(?::VARCHAR[]))", [keys]).fetchall()
+        journal.remove(recovered)
         mine = {k for k, o in rows if o == self.owner}
         self._holding |= mine
         return mine, {k for k, o in rows if o != self.owner}
@@ -263,6 +230,7 @@ class CompletionEngine:
         unique: dict[str, Job] = {}
         for job in jobs:
             unique.setdefault(job.key, job)
+        self.store.recover_answers()  # answers an ended engine journaled but never committed
         results = self.existing(list(unique))
         report = EngineReport(reused=len(results))
         todo = {k: j for k, j in unique.items() if k not in results}
@@ -281,6 +249,7 @@ class CompletionEngine:
                                    f"and output_per_million in the deployments settings (conf/deployments.yaml or "
                                    f"<local-path>/medhelm_deployments.yaml)")
         bar = self.progress_factory(self.label, len(todo), report.reused) if self.progress_factory else None
+        owners.register(self.owner)
         try:
             remaining = dict(todo)
             first = first_claim = True
@@ -309,6 +278,7 @@ class CompletionEngine:
                     break
         finally:
             self._release_claims()
+            owners.unregister(self.owner)
             if bar:
                 bar.close()
         report.concurrency = {d: limiter_for(d, settings[d], self.num_threads).current_limit for d in names}
@@ -323,19 +293,20 @@ class CompletionEngine:
         by_dep: dict[str, list[Job]] = {}
         for job in jobs:
             by_dep.setdefault(job.deployment, []).append(job)
+        answers = journal.Journal(self.store.path, self.owner)
         threads = []
         for dep, dep_jobs in by_dep.items():
             lane = _Lane(dep, dep_jobs, stop)
             limiter = limiter_for(dep, settings[dep], self.num_threads)
             for i in range(min(len(dep_jobs), limiter.max_limit)):
                 t = threading.Thread(target=self._worker, name=f"medhelm-{dep}-{i}", daemon=True,
-                                     args=(lane, clients[dep], settings[dep], limiter, out, stop, report, stats_lock))
+                                     args=(lane, clients[dep], settings[dep], limiter, out, stop, report, stats_lock,
+                                           answers))
                 t.start()
                 threads.append(t)
 
-        pending: list[tuple] = []
         failures: list[tuple] = []
-        settled: list[str] = []
+        failed_keys: list[str] = []
         last_flush = last_beat = time.monotonic()
         flush_cost = 0.0
         outstanding = len(jobs)
@@ -350,22 +321,15 @@ class CompletionEngine:
                 results[job.key] = att.result
                 report.new += 1
                 report.content_filtered += att.kind == CONTENT_FILTER
-                cost = settings[job.deployment].cost(att.prompt_tokens, att.completion_tokens)
-                report.cost_usd += cost or 0.0
+                report.cost_usd += msg[4] or 0.0
                 report.prompt_tokens += att.prompt_tokens or 0
                 report.completion_tokens += att.completion_tokens or 0
-                pending.append((job.key, job.deployment, job.request["model"],
-                                json.dumps(job.request, ensure_ascii=False),
-                                json.dumps(att.result, ensure_ascii=False), bool(att.result["success"]), msg[3],
-                                att.prompt_tokens, att.completion_tokens,
-                                json.dumps(att.usage) if att.usage is not None else None, cost, att.kind))
-                settled.append(job.key)
             elif what == "failed":
                 att = msg[2]
                 report.failed += 1
                 report.errors[job.key] = att.message or "failed"
                 failures.append((job.key, job.deployment, att.message, msg[3], att.kind))
-                settled.append(job.key)
+                failed_keys.append(job.key)
             elif what == "skipped":
                 report.skipped += 1
                 report.budget_stopped = True
@@ -375,73 +339,87 @@ class CompletionEngine:
                 bar.update(1, {"usd": f"{report.cost_usd:.4f}", "failed": report.failed, "retries": report.retries})
 
         def flush() -> None:
+            """Commit the journal's closed segment and the failures in one transaction."""
             nonlocal last_flush, flush_cost, last_beat
             last_flush = time.monotonic()
-            if not pending and not failures:
+            segment = answers.rotate()
+            if segment is None and not failures:
                 return
+            rows = [tuple(r) for r in segment.rows] if segment else []
+            settled = (segment.keys if segment else []) + failed_keys
             with self.store.transaction() as conn:
-                _insert(conn, "completions", COMPLETION_COLUMNS, pending, or_ignore=True)
-                _insert(conn, "completion_errors", ["request_key", "model_deployment", "error", "attempts", "kind"],
-                        failures)
-                conn.execute("DELETE FROM completion_claims WHERE owner = ? AND request_key IN"
-                             " (SELECT unnest(?::VARCHAR[]))", [self.owner, settled])
-                conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner = ?", [time.time(), self.owner])
+                self._commit_batch(conn, rows, failures, settled)
+            if segment:
+                journal.remove([segment.path])
             last_beat = time.monotonic()
             self._holding.difference_update(settled)
-            pending.clear()
             failures.clear()
-            settled.clear()
+            failed_keys.clear()
             flush_cost = time.monotonic() - last_flush
 
         try:
-            while outstanding > 0:
-                try:
-                    msg = out.get(timeout=0.2)
-                except queue.Empty:
-                    msg = None
-                    if not any(t.is_alive() for t in threads) and out.empty():
-                        break  # every worker ended and nothing is left to collect
-                if msg is not None:
-                    if msg[0] == "crash":
-                        crash = msg[2]
+            try:
+                while outstanding > 0:
+                    try:
+                        msg = out.get(timeout=0.2)
+                    except queue.Empty:
+                        msg = None
+                        if not any(t.is_alive() for t in threads) and out.empty():
+                            break  # every worker ended and nothing is left to collect
+                    if msg is not None:
+                        if msg[0] == "crash":
+                            crash = msg[2]
+                            break
+                        handle(msg)
+                    now = time.monotonic()
+                    # Commit to DuckDB when nothing else is waiting to be collected, at most every
+                    # `commit_interval_s` (a commit opens the DuckDB file: 40-100 ms of CPU on a big file,
+                    # so answers are batched over the interval, which stretches to 8x the last commit's
+                    # duration, at most `flush_seconds`), and at once at `flush_every` uncommitted. The
+                    # journal already holds every answer, so the interval costs nothing on a crash.
+                    waited = now - last_flush
+                    interval = min(max(self.commit_interval_s, 8 * flush_cost), self.flush_seconds)
+                    uncommitted = answers.pending + len(failures)
+                    if uncommitted and ((out.empty() and waited >= interval) or uncommitted >= self.flush_every):
+                        flush()
+                    if now - last_beat >= min(30.0, self.lease_s / 4):
+                        last_beat = now
+                        with self.store.transaction() as conn:
+                            conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner = ?",
+                                         [time.time(), self.owner])
+            except BaseException as e:  # noqa: BLE001 - e.g. KeyboardInterrupt: keep what arrived, then re-raise
+                crash = e
+            finally:
+                stop.set()
+                if crash is not None:  # give in-flight answers a moment to land: keep what was paid for
+                    deadline = time.monotonic() + 2.0
+                    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                while True:
+                    try:
+                        msg = out.get_nowait()
+                    except queue.Empty:
                         break
-                    handle(msg)
-                now = time.monotonic()
-                # Commit as answers arrive: when nothing else is waiting to be collected, at most every
-                # `commit_interval_s` (a commit opens the DuckDB file: 40-100 ms of CPU on a big file,
-                # so answers are batched over the interval, which stretches to 8x the last commit's
-                # duration, at most `flush_seconds`), and at once at `flush_every` pending.
-                waited = now - last_flush
-                interval = min(max(self.commit_interval_s, 8 * flush_cost), self.flush_seconds)
-                if (pending or failures) and ((out.empty() and waited >= interval)
-                                              or len(pending) + len(failures) >= self.flush_every):
-                    flush()
-                if now - last_beat >= min(30.0, self.lease_s / 4):
-                    last_beat = now
-                    with self.store.transaction() as conn:
-                        conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner = ?",
-                                     [time.time(), self.owner])
-        except BaseException as e:  # noqa: BLE001 - e.g. KeyboardInterrupt: keep what arrived, then re-raise
-            crash = e
+                    if msg[0] in ("done", "failed"):
+                        handle(msg)
+                flush()
         finally:
-            stop.set()
-            if crash is not None:  # give in-flight answers a moment to land: keep what was paid for
-                deadline = time.monotonic() + 2.0
-                while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
-                    time.sleep(0.05)
-            while True:
-                try:
-                    msg = out.get_nowait()
-                except queue.Empty:
-                    break
-                if msg[0] in ("done", "failed"):
-                    handle(msg)
-            flush()
+            answers.close()  # whatever a failed commit left in it is replayed by the next process
         if crash is not None:
             raise crash
 
+    def _commit_batch(self, conn, rows: list[tuple], failures: list[tuple], settled: list[str]) -> None:
+        """One batch, inside the caller's transaction: answers, failures, and the claims they settle."""
+        _insert(conn, "completions", COMPLETION_COLUMNS, rows, or_ignore=True)
+        _insert(conn, "completion_errors", ["request_key", "model_deployment", "error", "attempts", "kind"],
+                failures)
+        conn.execute("DELETE FROM completion_claims WHERE owner = ? AND request_key IN"
+                     " (SELECT unnest(?::VARCHAR[]))", [self.owner, settled])
+        conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner = ?", [time.time(), self.owner])
+
     def _worker(self, lane: _Lane, client, settings: DeploymentSettings, limiter: ratelimit.EndpointLimiter,
-                out: queue.Queue, stop: threading.Event, report: EngineReport, stats_lock: threading.Lock) -> None:
+                out: queue.Queue, stop: threading.Event, report: EngineReport, stats_lock: threading.Lock,
+                answers: journal.Journal) -> None:
         count_tokens = None
         try:
             while True:
@@ -482,10 +460,11 @@ class CompletionEngine:
                 with stats_lock:
                     report.attempts_by_kind[att.kind] = report.attempts_by_kind.get(att.kind, 0) + 1
                 if att.kind in (OK, CONTENT_FILTER):
+                    cost = settings.cost(att.prompt_tokens, att.completion_tokens)
+                    answers.append(_completion_row(job, att, item.attempt, cost))  # durable from here on
                     if self.budget is not None:
-                        self.budget.settle(item.reserved, settings.cost(att.prompt_tokens, att.completion_tokens),
-                                           paid=True)
-                    out.put(("done", job, att, item.attempt))
+                        self.budget.settle(item.reserved, cost, paid=True)
+                    out.put(("done", job, att, item.attempt, cost))
                     lane.finish()
                 elif att.kind in TRANSIENT and item.attempt < settings.max_attempts:
                     with stats_lock:
@@ -506,8 +485,12 @@ class CompletionEngine:
             out.put(("crash", None, e))
 
 
-COMPLETION_COLUMNS = ["request_key", "model_deployment", "model", "request", "result", "success", "attempts",
-                      "prompt_tokens", "completion_tokens", "usage", "cost_usd", "outcome"]
+def _completion_row(job: Job, att: Attempt, attempts: int, cost: float | None) -> list:
+    """The `completions` row of an answer, in `COMPLETION_COLUMNS` order."""
+    return [job.key, job.deployment, job.request["model"], json.dumps(job.request, ensure_ascii=False),
+            json.dumps(att.result, ensure_ascii=False), bool(att.result["success"]), attempts,
+            att.prompt_tokens, att.completion_tokens, json.dumps(att.usage) if att.usage is not None else None,
+            cost, att.kind]
 
 
 def _insert(conn, table: str, columns: list[str], rows: list[tuple], or_ignore: bool = False) -> None:

@@ -8,24 +8,21 @@ judges:
 ```
 
 As HELM's `get_annotator_models_from_config` (run_specs/medhelm_run_specs.py): with no
-`jury_config_path` the bundled default is used (ours: `<project root>/conf/judges.yaml`, the
-project root being the parent of `medhelm_core`); a given path is used as is (relative paths
-resolve against the current working directory). The result maps judge name ->
+`jury_config_path` the bundled default is used (ours: `medhelm_core/resources/conf/judges.yaml`,
+package data, which the checkout's `conf/judges.yaml` links to); a given path is used as is
+(relative paths resolve against the current working directory). The result maps judge name ->
 `{"model_name": ..., "model_deployment": ...}` (HELM's AnnotatorModelInfo) in file order; a repeated
 name keeps its first position and takes the last entry's models (dict-comprehension semantics).
 """
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
 from medhelm_core.registry import MedhelmError
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_JUDGES_CONFIG = PROJECT_ROOT / "conf" / "judges.yaml"
+from medhelm_core.resources import DEFAULT_JUDGES_CONFIG
 
 
 def judges_config_path(jury_config_path: str | None) -> str:

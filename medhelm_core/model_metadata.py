@@ -6,7 +6,8 @@ is the insertion order of a name->metadata dict (a re-registered name keeps its 
 takes the last value); rows of leaderboard tables are sorted by the index of their
 *model_deployment* in that list (-1 when absent), and schema.json lists used models in it.
 
-`conf/model_metadata.yaml` transcribes, from HELM 0.5.16, the models the MedHELM confs use.
+`medhelm_core/resources/conf/model_metadata.yaml` (the checkout's `conf/model_metadata.yaml`)
+transcribes, from HELM 0.5.16, the models the MedHELM confs use.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Iterable, Optional
 import duckdb
 import yaml
 
-DEFAULT_MODEL_METADATA_PATH = Path(__file__).resolve().parents[1] / "conf" / "model_metadata.yaml"
+from medhelm_core.resources import DEFAULT_MODEL_METADATA_PATH  # noqa: F401  (re-exported)
 
 MODEL_FIELDS = ["name", "display_name", "description", "creator_organization_name", "access", "release_date",
                 "num_parameters"]

@@ -55,8 +55,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from medhelm_core.registry import MedhelmError
+from medhelm_core.resources import DEFAULT_DEPLOYMENTS_SETTINGS_PATH
 
-PROJECT_CONF = Path(__file__).resolve().parent.parent / "conf" / "deployments.yaml"
+PROJECT_CONF = DEFAULT_DEPLOYMENTS_SETTINGS_PATH  # medhelm_core/resources/conf/deployments.yaml
 LOCAL_CONF_NAME = "medhelm_deployments.yaml"
 
 

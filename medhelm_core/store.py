@@ -3,8 +3,9 @@
 DuckDB allows one read-write process at a time, so writers take a file lock and keep their
 connections short. Every per-run layer is replaced inside one transaction (delete the run's
 rows, insert the new ones, commit), so a failure never leaves a half-written run behind.
-Completions are the exception by design: each one is committed as it arrives, content-addressed
-by (deployment, request), so a crash loses nothing and a rerun asks only for what is missing.
+Completions are the exception by design: each answer is durable the moment it arrives (the
+engine's answer journal, `journal.py`, folded into `completions` in batches), content-addressed by
+(deployment, request), so a crash loses nothing and a rerun asks only for what is missing.
 """
 from __future__ import annotations
 
@@ -91,6 +92,11 @@ MIGRATIONS = [
 ]
 
 
+# The columns of a `completions` row, in the order the engine and its answer journal write them.
+COMPLETION_COLUMNS = ["request_key", "model_deployment", "model", "request", "result", "success", "attempts",
+                      "prompt_tokens", "completion_tokens", "usage", "cost_usd", "outcome"]
+
+
 def request_key(deployment: str, request: dict) -> str:
     payload = json.dumps({"deployment": deployment, "request": request}, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
@@ -110,11 +116,13 @@ class Store:
 
     @classmethod
     def in_output_path(cls, output_path: str | Path) -> "Store":
-        Path(output_path).mkdir(parents=True, exist_ok=True)
+        """The store of an output folder; the folder is made only when something is first written."""
         return cls(Path(output_path) / DB_FILENAME)
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.lock:
             conn = duckdb.connect(str(self.path), read_only=read_only)
             try:
@@ -129,9 +137,26 @@ class Store:
                     for ddl in COST_DDL:
                         conn.execute(ddl)
                     self._initialised = True
+                    self._recover_answers(conn)
                 yield conn
             finally:
                 conn.close()
+
+    def recover_answers(self) -> None:
+        """Fold in the answers that engines which have since ended journaled but never committed
+        (a directory listing when there are none)."""
+        from medhelm_core import journal
+
+        if journal.orphan_segments(self.path):
+            with self.connect() as conn:
+                self._recover_answers(conn)
+
+    def _recover_answers(self, conn: duckdb.DuckDBPyConnection) -> None:
+        from medhelm_core import journal
+
+        with in_transaction(conn):
+            done = journal.replay(conn, self.path)
+        journal.remove(done)
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -9,21 +9,44 @@ tokenizes with the deployment's `tokenizer_name`:
   so the count is `len(text)`. HELM's mock/test deployments use it.
 * `openai/cl100k_base`, `openai/o200k_base`, ... (HELM's `TiktokenTokenizer`):
   `tiktoken.get_encoding(<part after "/">).encode(text)`, with tiktoken's default special-token
-  handling. Only available when `tiktoken` is importable (an optional extra); tiktoken itself
-  needs its BPE file (downloaded once, or from `TIKTOKEN_CACHE_DIR`).
+  handling. Only available when `tiktoken` is importable (an optional extra). The encoding comes
+  from `tiktoken_encoding` (below), the one loader of the project (the gated scenarios use it too):
+  1. the BPE file LiteLLM ships (installed with the `[dspy]` extra; cl100k_base, o200k_base,
+     p50k_base) when it is there and its sha256 is tiktoken's: no network attempt at all;
+  2. else tiktoken's normal path: `$TIKTOKEN_CACHE_DIR` (default `<tmp>/data-gym-cache`), then a
+     download from openaipublic.blob.core.windows.net;
+  3. else a one-line `TokenizerUnavailable` naming the file, its URL and TIKTOKEN_CACHE_DIR.
 * `None`: a deployment with no tokenizer and no length limits gets HELM's
   `NoTokenizerWindowService`, whose `get_num_tokens` is always 1.
+
+Tokenizer names this project does not implement (HELM's Hugging Face ones: `anthropic/claude`,
+`google/gemma-2b`, `meta/llama-3.3-70b-instruct`, `deepseek-ai/deepseek-r1`, ...) are an error for a
+run (metrics need exact counts), but `tokenizer_or_approximation` gives the cost estimate an
+`ApproximateTokenizer`: 4 characters a token (rounded up), flagged `approximate` so the printout
+marks every number it touched.
 
 Tokenizers are built once per name and cached (`get_tokenizer` is cheap on repeated calls).
 """
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import os
+import tempfile
+import threading
 from functools import lru_cache
+from pathlib import Path
 from typing import Optional, Protocol
 
+from medhelm_core.registry import MedhelmError
 
-class TokenizerError(ValueError):
-    """Unknown or unavailable tokenizer."""
+
+class TokenizerError(MedhelmError, ValueError):
+    """Unknown or unavailable tokenizer (a one-line user error)."""
+
+
+class TokenizerUnavailable(TokenizerError):
+    """A tokenizer this project implements, whose package or data file is missing here."""
 
 
 class Tokenizer(Protocol):
@@ -68,14 +91,144 @@ class NoTokenizer:
         return 1
 
 
+class ApproximateTokenizer:
+    """Stands in for a tokenizer this project cannot load, in the cost estimate only: 4 characters
+    a token, rounded up (`encode` cuts the text into 4-character pieces so prompt fitting works)."""
+
+    CHARS_PER_TOKEN = 4
+    approximate = True
+
+    def __init__(self, name: Optional[str]):
+        self.name = name
+
+    def encode(self, text: str) -> list[str]:
+        n = self.CHARS_PER_TOKEN
+        return [text[i:i + n] for i in range(0, len(text), n)]
+
+    def decode(self, tokens: list[str]) -> str:
+        return "".join(tokens)
+
+    def tokenize(self, text: str) -> list[str]:
+        return self.encode(text)
+
+    def count(self, text: str) -> int:
+        return -(-len(text) // self.CHARS_PER_TOKEN)
+
+
+# --------------------------------------------------------------------------------------------
+# tiktoken encodings: the bundled BPE file first, then tiktoken's cache / download
+# --------------------------------------------------------------------------------------------
+TIKTOKEN_URL = "https://openaipublic.blob.core.windows.net/encodings/{file}"
+# encoding -> (BPE file, its sha256 as tiktoken_ext/openai_public.py checks it)
+TIKTOKEN_FILES: dict[str, tuple[str, str]] = {
+    "cl100k_base": ("cl100k_base.tiktoken", "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"),
+    "o200k_base": ("o200k_base.tiktoken", "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"),
+    "p50k_base": ("p50k_base.tiktoken", "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069"),
+    "p50k_edit": ("p50k_base.tiktoken", "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069"),
+    "r50k_base": ("r50k_base.tiktoken", "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"),
+}
+# The encodings whose BPE file LiteLLM ships (litellm/litellm_core_utils/tokenizers/).
+LITELLM_BUNDLED = ("cl100k_base", "o200k_base", "p50k_base", "p50k_edit")
+TIKTOKEN_EXTRA = 'pip install "medhelm-build[gated]"'
+BUNDLE_EXTRA = 'pip install "medhelm-build[dspy]"'
+_ENV_LOCK = threading.Lock()  # TIKTOKEN_CACHE_DIR is process-wide: one redirection at a time
+_VERIFIED: dict[tuple[str, int, int], bool] = {}
+
+
+def tiktoken_url(encoding_name: str) -> Optional[str]:
+    entry = TIKTOKEN_FILES.get(encoding_name)
+    return TIKTOKEN_URL.format(file=entry[0]) if entry else None
+
+
+def tiktoken_cache_name(encoding_name: str) -> Optional[str]:
+    """The file name tiktoken looks for in its cache: sha1 of the download URL."""
+    url = tiktoken_url(encoding_name)
+    return hashlib.sha1(url.encode()).hexdigest() if url else None
+
+
+def bundled_bpe_dir() -> Optional[Path]:
+    """LiteLLM (installed with the `[dspy]` extra) ships tiktoken's cl100k_base / o200k_base /
+    p50k_base BPE files in tiktoken's cache layout (named by the sha1 of the download URL) under
+    `litellm/litellm_core_utils/tokenizers/`. Found without importing LiteLLM (which is slow)."""
+    try:
+        spec = importlib.util.find_spec("litellm")
+    except (ImportError, ValueError):
+        return None
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        folder = Path(location) / "litellm_core_utils" / "tokenizers"
+        if folder.is_dir():
+            return folder
+    return None
+
+
+def bundled_bpe_file(encoding_name: str) -> Optional[Path]:
+    """The bundled BPE file of this encoding if it is there with tiktoken's sha256 (else None, so
+    tiktoken never sees, nor deletes, a file that does not match)."""
+    folder, name = bundled_bpe_dir(), tiktoken_cache_name(encoding_name)
+    if folder is None or name is None or not (folder / name).is_file():
+        return None
+    path = folder / name
+    st = path.stat()
+    memo = (str(path), st.st_size, st.st_mtime_ns)
+    if memo not in _VERIFIED:
+        _VERIFIED[memo] = hashlib.sha256(path.read_bytes()).hexdigest() == TIKTOKEN_FILES[encoding_name][1]
+    return path if _VERIFIED[memo] else None
+
+
+def tiktoken_cache_dir() -> str:
+    """Where tiktoken's `read_file_cached` looks (same precedence as tiktoken)."""
+    for var in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if var in os.environ:
+            return os.environ[var] or "'' (caching disabled)"
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+
+
+def tiktoken_encoding(encoding_name: str, tokenizer_name: Optional[str] = None):
+    """`tiktoken.get_encoding(encoding_name)`, from the bundled BPE file when there is one (no
+    network), else tiktoken's cache or download; else a one-line `TokenizerUnavailable`."""
+    what = f"tokenizer {tokenizer_name!r}" if tokenizer_name else f"the tiktoken encoding {encoding_name}"
+    try:
+        import tiktoken
+    except ImportError:
+        raise TokenizerUnavailable(f"{what} needs the optional package 'tiktoken', which is not installed "
+                                   f"({TIKTOKEN_EXTRA})") from None
+    bundled = bundled_bpe_file(encoding_name)
+    if bundled is not None:
+        with _ENV_LOCK:
+            previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+            os.environ["TIKTOKEN_CACHE_DIR"] = str(bundled.parent)
+            try:
+                return tiktoken.get_encoding(encoding_name)
+            except Exception:  # noqa: BLE001 - fall back to tiktoken's own path
+                pass
+            finally:
+                if previous is None:
+                    os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+                else:
+                    os.environ["TIKTOKEN_CACHE_DIR"] = previous
+    try:
+        return tiktoken.get_encoding(encoding_name)
+    except Exception as e:  # noqa: BLE001 - no network and no cached BPE file (or an unknown encoding)
+        url = tiktoken_url(encoding_name)
+        if url is None:
+            raise TokenizerUnavailable(f"{what}: tiktoken cannot load encoding {encoding_name!r} "
+                                       f"({type(e).__name__})") from None
+        file = TIKTOKEN_FILES[encoding_name][0]
+        bundle = (f", or install LiteLLM, which bundles it ({BUNDLE_EXTRA})"
+                  if encoding_name in LITELLM_BUNDLED and bundled_bpe_dir() is None else "")
+        raise TokenizerUnavailable(
+            f"{what} needs tiktoken's BPE file {file} ({url}), which is neither bundled nor cached and could "
+            f"not be downloaded ({type(e).__name__}): save it as {tiktoken_cache_name(encoding_name)} in "
+            f"TIKTOKEN_CACHE_DIR (now {tiktoken_cache_dir()}){bundle}"
+        ) from None
+
+
 class TiktokenTokenizer:
     """HELM's `TiktokenTokenizer`: `tiktoken.get_encoding(<encoding>).encode(text)`."""
 
     def __init__(self, name: str, encoding_name: str):
-        import tiktoken  # optional dependency
-
         self.name = name
-        self._encoding = tiktoken.get_encoding(encoding_name)
+        self._encoding = tiktoken_encoding(encoding_name, name)
 
     def encode(self, text: str) -> list[int]:
         return self._encoding.encode(text)
@@ -119,12 +272,28 @@ def get_tokenizer(name: Optional[str]) -> Tokenizer:
         return SimpleTokenizer(name)
     if name in TIKTOKEN_TOKENIZERS:
         if not tiktoken_available():
-            raise TokenizerError(
+            raise TokenizerUnavailable(
                 f"tokenizer {name!r} (model deployment field tokenizer_name) needs the optional package "
-                f"'tiktoken', which is not installed"
+                f"'tiktoken', which is not installed ({TIKTOKEN_EXTRA})"
             )
         return TiktokenTokenizer(name, TIKTOKEN_TOKENIZERS[name])
     known = ", ".join(sorted((*SIMPLE_TOKENIZERS, *TIKTOKEN_TOKENIZERS)))
     raise TokenizerError(
         f"unknown tokenizer {name!r} (model deployment field tokenizer_name); supported: {known}"
     )
+
+
+def tokenizer_or_approximation(name: Optional[str]) -> Tokenizer:
+    """`get_tokenizer(name)`, or an `ApproximateTokenizer` for a name this project does not implement
+    (for estimates only). A tokenizer it implements but cannot load here (tiktoken or its BPE file
+    missing) is still an error: that is fixable, and the run itself would stop on it."""
+    try:
+        return get_tokenizer(name)
+    except TokenizerUnavailable:
+        raise
+    except TokenizerError:
+        return ApproximateTokenizer(name)
+
+
+def is_approximate(tokenizer) -> bool:
+    return bool(getattr(tokenizer, "approximate", False))

@@ -13,4 +13,4 @@ for _ in $(seq 50); do curl -sf http://127.0.0.1:8765/stats >/dev/null && break;
   --local-path examples/prod_env --output-path "$OUT"
 .venv/bin/medhelm-summarize --suite example --output-path "$OUT" --local-path examples/prod_env \
   --auto-generate-schema
-echo "leaderboard: $OUT/runs/example/groups/  (SQL: duckdb $OUT/medhelm.duckdb)" >&2
+echo "leaderboard: $OUT/runs/example/groups/  (SQL: .venv/bin/python -m medhelm_core.query $OUT/medhelm.duckdb)" >&2

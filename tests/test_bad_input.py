@@ -37,15 +37,9 @@ def _run(conf: str, capsys) -> tuple[int, str]:
 
 
 def _nothing_written(work: Path) -> None:
-    db = work / "out" / "medhelm.duckdb"
-    if not db.exists():
-        return
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        for table in ("run_entries", "requests", "completions", "run_stats"):
-            assert con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
-    finally:
-        con.close()
+    """Not even an empty output folder (nor a Dagster home) is left behind."""
+    assert not (work / "out").exists()
+    assert not (work / "dh").exists()
 
 
 GOOD = "shc_ptbm_med:data_path=work/private/shc_ptbm_med.csv,model=mockai/mock-gpt-a,model_deployment=mockai/mock-gpt-a"
@@ -107,3 +101,26 @@ def test_secret_never_printed(work, capsys):
     code, err = _run(_conf(work, GOOD.replace("model_deployment=mockai/mock-gpt-a", "model_deployment=mockai/nope")),
                      capsys)
     assert code != 0 and "VERY-SECRET" not in err
+
+
+def test_summarize_of_a_suite_that_does_not_exist(work, capsys):
+    from assets.cli import summarize_main
+
+    for extra in ([], ["--auto-generate-schema"]):  # nothing run yet: no file at all
+        code = summarize_main(["--suite", "nope", "--output-path", "out", *extra])
+        _assert_one_line(code, capsys.readouterr().err, "medhelm-summarize: error:", "no runs in out")
+        assert code == 2
+        _nothing_written(work)
+    # a file holding another suite: name the one asked for and the ones there
+    from medhelm_core.store import Store
+
+    with Store(work / "out" / "medhelm.duckdb").transaction() as conn:
+        conn.execute("INSERT INTO runs (suite, run_name, run_spec) VALUES ('real', 'r1', '{}'), ('other', 'r2', '{}')")
+    before = sorted(p.relative_to(work) for p in (work / "out").rglob("*"))
+    for extra in ([], ["--auto-generate-schema"]):
+        code = summarize_main(["--suite", "nope", "--output-path", "out", *extra])
+        _assert_one_line(code, capsys.readouterr().err, "suite 'nope' has no runs", "suites there: other, real")
+        assert code == 2
+    code = summarize_main(["--release", "r", "--suites", "real", "nope", "--output-path", "out"])
+    _assert_one_line(code, capsys.readouterr().err, "suite 'nope' has no runs")
+    assert sorted(p.relative_to(work) for p in (work / "out").rglob("*")) == before  # nothing written

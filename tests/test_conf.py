@@ -720,6 +720,16 @@ def test_api_key_environment_fallbacks(tmp_path):
     with pytest.raises(MedhelmError) as err:
         resolve_api_key(other, empty, env={"OPENAI_API_KEY": "k-openai"})
     assert "OPENAI_API_KEY" not in str(err.value)
+    # ... and only to OpenAI itself: an OpenAI client pointed at another vendor never gets it
+    anthropic = Deployment(name="stanfordhealthcare/claude", client_spec={
+        "class_name": "helm.clients.openai_client.OpenAIClient", "args": {"base_url": "https://api.anthropic.com/v1/"}})
+    with pytest.raises(MedhelmError) as err:
+        resolve_api_key(anthropic, empty, env={"OPENAI_API_KEY": "k-openai"})
+    assert "OPENAI_API_KEY" not in str(err.value)
+    for url in ("https://api.openai.com/v1", "http://127.0.0.1:8000/v1"):
+        own = Deployment(name="o/m", client_spec={"class_name": "helm.clients.openai_client.OpenAIClient",
+                                                  "args": {"base_url": url}})
+        assert resolve_api_key(own, empty, env={"OPENAI_API_KEY": "k-openai"}).get_secret_value() == "k-openai"
 
 
 def test_missing_api_key_error(tmp_path):

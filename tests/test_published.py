@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -102,8 +103,11 @@ def test_release_from_gcs_rebuilds_every_cell_and_second_import_fetches_nothing(
 
     r = run_cli("--source", uri, "--release", "oracle", "-o", str(tmp_path))
     assert r.returncode == 0, r.stderr
-    assert "100.00%" in r.stdout
+    valued = re.search(r"valued cells equal (\d+)/(\d+), missing on both sides (\d+) \((\d+) cells compared\)",
+                       r.stdout)
+    assert valued and valued[1] == valued[2] and int(valued[1]) > 0, r.stdout
     cells, wr = assert_all_equal(tmp_path, "oracle")
+    assert int(valued[2]) + int(valued[3]) == int(valued[4]) == cells
     published = query(tmp_path, "SELECT count(*) FROM published_leaderboard_cells WHERE target = 'oracle'")[0][0]
     assert published == cells
     # both suites of the release, every run, and the release's own schema.json
@@ -127,6 +131,14 @@ def test_release_from_gcs_rebuilds_every_cell_and_second_import_fetches_nothing(
 
     summary = rebuild_and_compare(Store.in_output_path(tmp_path), "oracle")
     assert summary.equal == summary.cells == cells
+    # Cells empty on both sides are counted apart: the headline is about cells that hold a number.
+    both_missing = query(tmp_path, "SELECT count(*) FILTER (both_missing), count(*) FILTER ("
+                                   "published_value IS NULL AND rebuilt_value IS NULL) FROM leaderboard_comparison"
+                                   " WHERE release = 'oracle'")[0]
+    assert both_missing[0] == both_missing[1] == summary.both_missing > 0
+    assert 0 < summary.valued == summary.valued_equal < summary.cells
+    assert (f"valued cells equal {summary.valued}/{summary.valued}, missing on both sides {summary.both_missing}"
+            in summary.lines()[0])
 
 
 def test_suite_without_release_from_gcs(gcs, tmp_path):
@@ -313,3 +325,39 @@ def test_dagster_source_asset_follows_the_bucket(gcs, tmp_path):
     gcs.put(key, (PUBLIC / "benchmark_output" / key.split("benchmark_output/", 1)[1]).read_bytes())
     assert observe() != v1                                     # the bucket changed
     assert stale(importer.key) == StaleStatus.STALE
+
+
+def test_newest_release_by_version_order():
+    from medhelm_core.published.source import newest_release
+
+    assert newest_release(["v2.0.0", "v2.10.0", "v2.9.1", "oracle", "v10"]) == "v10"
+    assert newest_release(["v2.0.0", "v2.10.0", "v2.9.1", "oracle"]) == "v2.10.0"
+    assert newest_release(["oracle"]) == "oracle" and newest_release([]) is None
+
+
+def test_latest_release_is_listed_from_the_bucket_and_named(gcs, tmp_path):
+    """`--release latest` (reproduce.sh's default): the newest of releases/ on the bucket, printed."""
+    base = SYNTHETIC / "benchmark_output" / "releases" / "oracle"
+    for name in ("v1.9.0", "v1.10.0"):
+        for path in base.rglob("*"):
+            if path.is_file():
+                gcs.put(f"{SYN_PREFIX}/releases/{name}/{path.relative_to(base)}", path.read_bytes())
+    r = run_cli("--source", gcs.uri(SYN_PREFIX), "--release", "latest", "-o", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert f"newest release on {gcs.uri(SYN_PREFIX)}: v1.10.0 (of 3: oracle, v1.10.0, v1.9.0)" in r.stderr
+    assert query(tmp_path, "SELECT target FROM published_targets") == [("v1.10.0",)]
+
+
+def test_reproduce_offline_names_the_local_form_and_writes_nothing(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    env = {k: v for k, v in os.environ.items() if k != "STORAGE_EMULATOR_HOST"}
+    out = tmp_path / "out"
+    r = subprocess.run(["bash", "scripts/reproduce.sh", "--endpoint-url", dead, "-o", str(out)], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    [line] = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert line.endswith("reproduce from a local copy instead: bash scripts/reproduce.sh "
+                         "--source /path/to/local/benchmark_output --release <R>"), line
+    assert not out.exists()

@@ -558,7 +558,10 @@ def test_published_release_imported(tmp_path, browser, shots):
     ours = reader.group("medhelm_scenarios")["tables"]
     assert [(t["header"], t["rows"]) for t in ours] == [(t["header"], t["rows"]) for t in published]
     cmp = reader.comparison()
-    assert cmp["summary"]["cells"] > 0 and cmp["summary"]["differ"] == 0
+    sm = cmp["summary"]
+    assert sm["cells"] > 0 and sm["differ"] == 0
+    # cells empty on both sides are counted apart from the valued ones
+    assert 0 < sm["valued"] == sm["valued_equal"] < sm["cells"] and sm["valued"] + sm["both_missing"] == sm["cells"]
     assert ours[0]["comparison"]["0"]["1"]["column_name"] == "Mean win rate"
     assert set(reader.plots()["scatter"]) >= {"Mean win rate", "CLEAR"}
     run = reader.run("JURY-DEMO:model=mockai_mock-gpt-a,model_deployment=mockai_mock-gpt-a")
@@ -567,6 +570,8 @@ def test_published_release_imported(tmp_path, browser, shots):
     try:
         open_page(browser, s.url + "#/compare", expect="/compare")
         assert browser.find_element("id", "n-differ").text == "0"
+        assert browser.find_element("id", "n-valued-equal").text == f"{sm['valued_equal']}/{sm['valued']}"
+        assert browser.find_element("id", "n-both-missing").text == str(sm["both_missing"])
         assert js(browser, "return document.querySelectorAll('.plots figure').length") == len(reader.plots()["scatter"])
         browser.save_screenshot(str(shots / "published_release_compare.png"))
     finally:

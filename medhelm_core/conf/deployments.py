@@ -35,7 +35,9 @@ otherwise `credentials["<host_organization>ApiKey"]`, where host_organization is
 the deployment name before the first "/", otherwise `credentials["deployments"]["<deployment
 name>"]`; otherwise HELM passes None and the OpenAI SDK falls back to `$OPENAI_API_KEY`.
 We add one fallback of our own before that: `$MEDHELM_API_KEY_<ORG>` (ORG = host organization,
-upper-cased, non-alphanumerics -> "_"), and apply `$OPENAI_API_KEY` only to OpenAI clients.
+upper-cased, non-alphanumerics -> "_"), and apply `$OPENAI_API_KEY` only to OpenAI clients that
+talk to OpenAI itself (no base_url, api.openai.com, or loopback), never to another vendor's
+OpenAI-compatible endpoint.
 Secrets are pydantic `SecretStr` everywhere; no repr, str or error message contains one.
 """
 from __future__ import annotations
@@ -402,6 +404,20 @@ def _is_openai_client(deployment: Deployment) -> bool:
     return "openai" in deployment.client_spec.class_name.rsplit(".", 1)[-1].lower()
 
 
+_OPENAI_KEY_HOSTS = {"api.openai.com", "localhost", "127.0.0.1", "::1"}
+
+
+def _takes_openai_key(deployment: Deployment, credentials: "Credentials") -> bool:
+    """$OPENAI_API_KEY goes only to OpenAI itself (or loopback): an OpenAIClient pointed at another
+    vendor's OpenAI-compatible endpoint must never receive it."""
+    if not _is_openai_client(deployment):
+        return False
+    from urllib.parse import urlparse
+
+    url = resolve_base_url(deployment, credentials)
+    return url is None or (urlparse(url).hostname or "") in _OPENAI_KEY_HOSTS
+
+
 def resolve_api_key(deployment: Deployment, credentials: Credentials,
                     env: Mapping[str, str] | None = None) -> SecretStr:
     """The API key a HELM client of `deployment` would get (see module doc for the order)."""
@@ -419,14 +435,14 @@ def resolve_api_key(deployment: Deployment, credentials: Credentials,
     env_name = api_key_env_var(org)
     if env.get(env_name):
         return SecretStr(env[env_name])
-    if _is_openai_client(deployment) and env.get(OPENAI_API_KEY_ENV):
+    if _takes_openai_key(deployment, credentials) and env.get(OPENAI_API_KEY_ENV):
         return SecretStr(env[OPENAI_API_KEY_ENV])
     where = [
         f"client_spec.args.api_key of the deployment ({deployment.source or 'model_deployments.yaml'})",
         f"'{org}ApiKey' and deployments.\"{deployment.name}\" in {credentials.source}",
         f"${env_name}",
     ]
-    if _is_openai_client(deployment):
+    if _takes_openai_key(deployment, credentials):
         where.append(f"${OPENAI_API_KEY_ENV}")
     raise MedhelmError(f"no API key for model deployment {deployment.name!r}: looked in " + ", ".join(where))
 

@@ -19,6 +19,7 @@ from typing import Optional
 from medhelm_core.registry import MedhelmError
 
 PROG = "medhelm-import"
+LATEST = "latest"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="benchmark_output location: gs://bucket/path (anonymous unless --token), a local folder, "
                         "or an fsspec URL")
     target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--release", help="release name (reads releases/<R>/summary.json for its suites)")
+    target.add_argument("--release", help="release name (reads releases/<R>/summary.json for its suites); "
+                                           "'latest': the newest under releases/ by version order")
     target.add_argument("--suite", help="a suite on its own (runs/<S>/), e.g. one that has no release")
     p.add_argument("--with-completions", action="store_true",
                    help="also import scenario_state.json (completions and judge annotations; by far the largest files)")
@@ -50,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--local-path", default="prod_env",
                    help="HELM prod_env whose model_deployments.yaml gives tokenizers for --rescore")
     p.add_argument("--quiet", "-q", action="store_true")
+    p.add_argument("--offline-hint", default=PROG, help=argparse.SUPPRESS)  # the command to suggest offline
     return p
 
 
@@ -64,8 +67,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         msg = str(e)
         if isinstance(e, SourceUnreachable):
             target = f"--release {args.release}" if args.release else f"--suite {args.suite}"
-            msg += (f"; no network? import a local copy instead: "
-                    f"{PROG} --source /path/to/local/benchmark_output {target}")
+            if args.release == LATEST:
+                target = "--release <R>"
+            msg += (f"; no network? reproduce from a local copy instead: "
+                    f"{args.offline_hint} --source /path/to/local/benchmark_output {target}")
         print(f"{PROG}: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -88,6 +93,17 @@ def run(args) -> int:
     start = time.time()
     say = (lambda m: None) if args.quiet else (lambda m: print(f"[import] {m}", file=sys.stderr, flush=True))
     source = open_source(args.source, token=args.token, endpoint_url=args.endpoint_url)
+    source.preflight()  # unreachable or not a folder: say so before anything is created
+    if args.release == LATEST:
+        from .source import newest_release
+
+        names = source.releases()
+        args.release = newest_release(names)
+        if args.release is None:
+            raise MedhelmError(f"no releases under {source.display('releases/')}; name one with --release R "
+                               f"or a suite with --suite S")
+        print(f"{PROG}: newest release on {args.source}: {args.release} (of {len(names)}: {', '.join(names)})",
+              file=sys.stderr)
     store = Store.in_output_path(args.output_path)
     with_completions = args.with_completions or args.rescore
     report = Importer(store, source, release=args.release, suite=args.suite, with_completions=with_completions,

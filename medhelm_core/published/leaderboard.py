@@ -141,11 +141,13 @@ class RebuildResult:
 
 def rebuild_target(conn: duckdb.DuckDBPyConnection, target: str, output_dir: Optional[str] = None,
                    date: Optional[str] = None) -> RebuildResult:
-    """Summarize an imported target with our SQL models in a scratch database (the store's own
-    leaderboard tables are left alone); optionally write HELM's files under `output_dir`."""
+    """Summarize an imported target with our SQL models in a scratch database (the store's working
+    leaderboard tables are left alone; the rebuilt ones are kept under `leaderboard.*` keyed by the
+    target); optionally write HELM's files under `output_dir`."""
     from medhelm_core.model_metadata import load_model_registry, model_metadata_to_tables
     from medhelm_core.summarize.schema import DEFAULT_SCHEMA_PATH, fix_up_schema, normalize_schema, schema_to_tables
-    from medhelm_core.summarize.sql_models import run_sql_models
+    from medhelm_core.summarize.kept import keep_target_tables
+    from medhelm_core.summarize.sql_models import load_sql_models, run_sql_models
     from medhelm_core.summarize.tables import ensure_input_tables, set_summarize_target
     from medhelm_core.summarize.write import build_group_tables, write_summarize_outputs
 
@@ -186,6 +188,8 @@ def rebuild_target(conn: duckdb.DuckDBPyConnection, target: str, output_dir: Opt
         schema_to_tables(conn, schema, summarize_target)
         model_metadata_to_tables(conn, registry)
         run_sql_models(conn)
+        with in_transaction(conn):  # all of the target's kept tables, or none
+            keep_target_tables(conn, target, list(load_sql_models()), source_db=scratch, dest_db=main_db)
         tables = build_group_tables(conn)
         if output_dir:
             write_summarize_outputs(conn, output_dir, date=date)
@@ -264,6 +268,7 @@ def compare_cells(target: str, published: list[dict], rebuilt: list[dict], rb: R
             "abs_diff": abs(pv - rv) if pv is not None and rv is not None else None,
             "equal": eq, "published_count": p["run_count"] if p else None,
             "rebuilt_count": r["run_count"] if r else None, "cause": None,
+            "both_missing": pv is None and rv is None,
             "_p": p, "_r": r, "_table": k[0],
         })
     differing_tables = {row["_table"] for row in rows if not row["equal"] and not row["is_aggregate"]}
@@ -309,6 +314,7 @@ class ComparisonSummary:
     target: str
     cells: int
     equal: int
+    both_missing: int       # equal, but empty on both sides: says nothing
     win_rates: int
     win_rates_equal: int
     causes: dict[str, int]
@@ -316,10 +322,18 @@ class ComparisonSummary:
     published_cells: int
     rebuilt_cells: int
 
+    @property
+    def valued(self) -> int:
+        return self.cells - self.both_missing
+
+    @property
+    def valued_equal(self) -> int:
+        return self.equal - self.both_missing
+
     def lines(self) -> list[str]:
-        pct = 100.0 * self.equal / self.cells if self.cells else 100.0
-        out = [f"{self.target}: {self.cells} cells compared, {self.equal} equal ({pct:.2f}%); "
-               f"mean win rates {self.win_rates_equal}/{self.win_rates} equal; rebuilt in {self.rebuild_seconds:.2f}s"]
+        out = [f"{self.target}: valued cells equal {self.valued_equal}/{self.valued}, missing on both sides "
+               f"{self.both_missing} ({self.cells} cells compared); mean win rates "
+               f"{self.win_rates_equal}/{self.win_rates} equal; rebuilt in {self.rebuild_seconds:.2f}s"]
         for cause, n in sorted(self.causes.items(), key=lambda kv: -kv[1]):
             out.append(f"  {n} differ: {cause}")
         return out
@@ -328,7 +342,7 @@ class ComparisonSummary:
 COMPARISON_COLUMNS = ["release", "group_name", "table_pos", "table_name", "table_title", "row_pos", "row_name",
                       "model_deployment", "model", "col_idx", "column_name", "metric", "run_group", "is_aggregate",
                       "published_value", "rebuilt_value", "abs_diff", "equal", "published_count", "rebuilt_count",
-                      "cause"]
+                      "cause", "both_missing"]
 
 
 def rebuild_and_compare(store: Store, target: str, output_dir: Optional[str] = None) -> ComparisonSummary:
@@ -352,5 +366,6 @@ def rebuild_and_compare(store: Store, target: str, output_dir: Optional[str] = N
                 insert_json_rows(conn, "leaderboard_comparison", rows, columns=COMPARISON_COLUMNS)
     causes = Counter(r["cause"] for r in rows if not r["equal"])
     wr = [r for r in rows if r["column_name"] == "Mean win rate" and r["is_aggregate"]]
-    return ComparisonSummary(target, len(rows), sum(r["equal"] for r in rows), len(wr), sum(r["equal"] for r in wr),
+    return ComparisonSummary(target, len(rows), sum(r["equal"] for r in rows), sum(r["both_missing"] for r in rows),
+                             len(wr), sum(r["equal"] for r in wr),
                              dict(causes), rb.seconds, len(published), len(rebuilt))

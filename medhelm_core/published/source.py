@@ -15,6 +15,7 @@ reached at all before gcsfs starts its minute of retries, so an offline import f
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 import urllib.parse
@@ -162,6 +163,15 @@ class Source:
         out.sort(key=lambda o: o.key)
         return out
 
+    def releases(self) -> list[str]:
+        """The release names under `releases/` (its sub-folders)."""
+        self.preflight()
+        try:
+            entries = self.fs.ls(self.full_path("releases"), detail=True)
+        except FileNotFoundError:
+            return []
+        return sorted({e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory"})
+
     def info(self, key: str) -> Optional[ObjectInfo]:
         try:
             info = self.fs.info(self.full_path(key))
@@ -181,6 +191,16 @@ class Source:
         if self.protocol == "gs" and obj.version.startswith("generation:"):
             kwargs["generation"] = obj.version.split(":", 1)[1]
         return self.fs.cat_file(self.full_path(obj.key), **kwargs)
+
+
+def _version_key(name: str) -> tuple:
+    """v2.10.0 > v2.9.1 > v2.0.0 > names that are not versions (ordered by name)."""
+    m = re.fullmatch(r"v?(\d+(?:\.\d+)*)", name)
+    return (1, tuple(int(x) for x in m.group(1).split(".")), name) if m else (0, (), name)
+
+
+def newest_release(names: list[str]) -> Optional[str]:
+    return max(names, key=_version_key) if names else None
 
 
 def open_source(uri: str, token: Optional[str] = None, endpoint_url: Optional[str] = None,

@@ -85,6 +85,8 @@ DDL = [
         column_name VARCHAR, metric VARCHAR, run_group VARCHAR, is_aggregate BOOLEAN,
         published_value DOUBLE, rebuilt_value DOUBLE, abs_diff DOUBLE, equal BOOLEAN,
         published_count BIGINT, rebuilt_count BIGINT, cause VARCHAR)""",
+    # A cell empty on both sides is `equal` but says nothing: counted apart from the valued cells.
+    "ALTER TABLE leaderboard_comparison ADD COLUMN IF NOT EXISTS both_missing BOOLEAN",
     """CREATE TABLE IF NOT EXISTS rescore_comparison (
         suite VARCHAR, run_name VARCHAR, level VARCHAR, instance_id VARCHAR, train_trial_index INTEGER,
         name VARCHAR, split VARCHAR, sub_split VARCHAR, perturbation_name VARCHAR, occurrence INTEGER,

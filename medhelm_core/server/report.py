@@ -91,7 +91,8 @@ def leaderboard_metadata(conn: duckdb.DuckDBPyConnection, output_path: Any = Non
     cmp = snap["comparison"]
     if cmp["rows"]:
         sm = cmp["summary"]
-        lines = [f"cells compared: {sm['cells']}, equal: {sm['equal']}, differ: {sm['differ']}", "",
+        lines = [f"valued cells equal: {sm['valued_equal']}/{sm['valued']}, missing on both sides: "
+                 f"{sm['both_missing']}, differ: {sm['differ']}", "",
                  "| cause | cells |", "|---|---:|"] + [f"| {_md_escape(c)} | {n} |" for c, n in sm["causes"].items()]
         out["published_comparison_md"] = "\n".join(lines)
         out["cells_differing_from_published"] = int(sm["differ"])

@@ -14,9 +14,8 @@ from typing import Any, Optional
 import duckdb
 import yaml
 
+from ..resources import DEFAULT_SCHEMA_PATH  # noqa: F401  (re-exported)
 from .metric_metadata import metric_spec_metadata
-
-DEFAULT_SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schema" / "schema_medhelm.yaml"
 
 # AdapterSpec field docstrings as HELM's `get_adapter_fields()` renders them into schema.json
 # (read_schema always replaces `adapter` with these).

@@ -12,7 +12,7 @@ from typing import Iterable
 
 import duckdb
 
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+from ..resources import SQL_DIR
 
 _DEPENDS = re.compile(r"^--\s*depends_on:\s*(.*)$", re.M)
 _CREATE = re.compile(r"CREATE\s+OR\s+REPLACE\s+TABLE\s+\"?([A-Za-z_][A-Za-z0-9_]*)\"?\s+AS\b", re.I)

@@ -10,6 +10,7 @@ import duckdb
 from ..model_metadata import DEFAULT_MODEL_METADATA_PATH, load_model_registry, model_metadata_to_tables
 from .schema import DEFAULT_SCHEMA_PATH, empty_schema, fix_up_schema, load_schema, schema_to_tables
 from .sql_models import SQL_DIR, run_sql_models
+from .kept import keep_current_target
 from .tables import ensure_input_tables, set_summarize_target
 from .write import write_summarize_outputs
 
@@ -69,4 +70,5 @@ def summarize(
     prepare_summarize(conn, schema_path=schema_path, suite=suite, suites=suites, release=release,
                       auto_generate_schema=auto_generate_schema, model_metadata_paths=model_metadata_paths)
     run_sql_models(conn, sql_dir)
+    keep_current_target(conn)
     return write_summarize_outputs(conn, output_path, date=date, latex=latex)

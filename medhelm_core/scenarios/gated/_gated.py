@@ -9,13 +9,12 @@ where to get it (the `access` block of medhelm_core/benchmarks/gated/<name>.yaml
 from __future__ import annotations
 
 import copy
-import importlib.util
 import os
-from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from medhelm_core.registry import MedhelmError, ScenarioDef, register_scenario
 from medhelm_core.scenarios._common import first_line, literal, require_arg, scenario_json
+from medhelm_core.tokenizers import bundled_bpe_dir, tiktoken_encoding  # noqa: F401 (bundled_bpe_dir: re-export)
 
 GATED_EXTRA = 'pip install "medhelm-build[gated]"'
 
@@ -67,42 +66,11 @@ def require_pyarrow(name: str, what: str) -> None:
         raise MedhelmError(f"{name}: reading {what} needs the package 'pyarrow' ({GATED_EXTRA})") from None
 
 
-def bundled_bpe_dir() -> Optional[Path]:
-    """LiteLLM (installed with the `[dspy]` extra) ships tiktoken's cl100k_base / o200k_base BPE files
-    in tiktoken's cache layout; tiktoken checks their sha256, so they are the very same data."""
-    spec = importlib.util.find_spec("litellm")
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        folder = Path(location) / "litellm_core_utils" / "tokenizers"
-        if folder.is_dir():
-            return folder
-    return None
-
-
 def _tiktoken_encoding(encoding_name: str):
-    try:
-        import tiktoken
-    except ImportError:
-        raise MedhelmError(f"tiktoken is needed for the {encoding_name} tokenizer ({GATED_EXTRA})") from None
-    try:
-        return tiktoken.get_encoding(encoding_name)
-    except Exception as e:  # noqa: BLE001 - no network and no cached BPE file
-        bundled = bundled_bpe_dir()
-        if bundled is not None and os.environ.get("TIKTOKEN_CACHE_DIR") != str(bundled):
-            previous = os.environ.get("TIKTOKEN_CACHE_DIR")
-            os.environ["TIKTOKEN_CACHE_DIR"] = str(bundled)
-            try:
-                return tiktoken.get_encoding(encoding_name)
-            except Exception:  # noqa: BLE001
-                pass
-            finally:
-                if previous is None:
-                    os.environ.pop("TIKTOKEN_CACHE_DIR", None)
-                else:
-                    os.environ["TIKTOKEN_CACHE_DIR"] = previous
-        raise MedhelmError(
-            f"tiktoken cannot load the {encoding_name} encoding ({first_line(e)}): it downloads its BPE file once "
-            "from openaipublic.blob.core.windows.net; offline, point TIKTOKEN_CACHE_DIR at a folder that holds it"
-        ) from None
+    """`tiktoken.get_encoding(encoding_name)` through the project's one loader
+    (`medhelm_core.tokenizers.tiktoken_encoding`: LiteLLM's bundled BPE file first, then tiktoken's
+    cache or download, else one line naming the file, its URL and TIKTOKEN_CACHE_DIR)."""
+    return tiktoken_encoding(encoding_name)
 
 
 # Tests replace this with a fake encoder (an object with encode(str) -> list and decode(list) -> str).

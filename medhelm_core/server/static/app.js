@@ -485,8 +485,9 @@ async function showCompare() {
   }
   const sm = cmp.summary;
   out.push(h("div", { class: "cards" },
-    h("div", { class: "card" }, h("div", { class: "big" }, sm.cells), "cells compared"),
-    h("div", { class: "card good" }, h("div", { class: "big" }, sm.equal), "equal (within 1e-9)"),
+    h("div", { class: "card good" }, h("div", { class: "big", id: "n-valued-equal" }, `${sm.valued_equal}/${sm.valued}`),
+      "valued cells equal (within 1e-9)"),
+    h("div", { class: "card" }, h("div", { class: "big", id: "n-both-missing" }, sm.both_missing), "missing on both sides"),
     h("div", { class: "card " + (sm.differ ? "bad" : "good") }, h("div", { class: "big", id: "n-differ" }, sm.differ), "differ"),
     Object.entries(sm.causes || {}).map(([c, n]) => h("div", { class: "card" }, h("div", { class: "big" }, n), c))));
   const plots = await api("plots");

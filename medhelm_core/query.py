@@ -1,0 +1,74 @@
+"""SQL on a medhelm DuckDB file, read-only, with the DuckDB the project runs on.
+
+    .venv/bin/python -m medhelm_core.query benchmark_output/medhelm.duckdb "SELECT * FROM run_costs"
+    .venv/bin/python -m medhelm_core.query benchmark_output/medhelm.duckdb < query.sql
+    .venv/bin/python -m medhelm_core.query benchmark_output/medhelm.duckdb        # type statements, end with ;
+
+PyPI's DuckDB command line (`duckdb-cli`) lags the Python package by a storage version (1.5.x
+cannot open a file written by DuckDB 2.0), so this is the way to the file that always matches;
+results print as DuckDB's own box tables. Read-only: it never blocks a running pipeline's writes
+for longer than a query, and never changes the file.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import duckdb
+
+
+def _statements(text: str) -> list[str]:
+    return [s.strip() for s in text.split(";") if s.strip()]
+
+
+def run(conn: duckdb.DuckDBPyConnection, sql: str, out=sys.stdout) -> None:
+    for statement in _statements(sql):
+        rel = conn.sql(statement)
+        if rel is not None:  # a query (DuckDB elides the middle rows of a long result)
+            print(rel, file=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(__doc__.strip().splitlines()[0] + "\nusage: python -m medhelm_core.query DB_FILE [SQL]", file=sys.stderr)
+        return 0 if args else 2
+    db = Path(args[0])
+    if not db.is_file():
+        print(f"medhelm-query: error: {db} does not exist", file=sys.stderr)
+        return 2
+    try:
+        conn = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error as e:
+        print(f"medhelm-query: error: {db}: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
+    try:
+        if len(args) > 1:
+            run(conn, " ".join(args[1:]))
+        elif not sys.stdin.isatty():
+            run(conn, sys.stdin.read())
+        else:
+            buffer = ""
+            while True:
+                try:
+                    line = input("D " if not buffer else "· ")
+                except EOFError:
+                    print()
+                    return 0
+                buffer += line + "\n"
+                if buffer.rstrip().endswith(";"):
+                    try:
+                        run(conn, buffer)
+                    except duckdb.Error as e:
+                        print(f"Error: {e}")
+                    buffer = ""
+    except duckdb.Error as e:
+        print(f"medhelm-query: error: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 1
+    finally:
+        conn.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

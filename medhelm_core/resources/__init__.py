@@ -1,0 +1,33 @@
+"""Where the files the library reads at run time are: the one place that computes these paths.
+
+They are package data (shipped in the wheel, so `pip install medhelm-build` works outside a
+checkout), kept in this folder:
+
+* `sql/`: the leaderboard SQL models, one table per file (`medhelm_core.summarize.sql_models`,
+  the Dagster SQL assets);
+* `schema/schema_medhelm.yaml`: the MedHELM presentation schema, medhelm-summarize's default;
+* `conf/`: the project's built-in settings layers: `deployments.yaml` (rate limits, retries,
+  prices; `<local-path>/medhelm_deployments.yaml` overrides it), `judges.yaml` (the default LLM
+  jury) and `model_metadata.yaml` (model metadata as helm-summarize reads it).
+
+In a checkout the repository root's `sql/`, `schema/` and `conf/{deployments,judges,
+model_metadata}.yaml` are symlinks to these, so the paths the README gives keep working. The
+root `conf/` also holds user inputs (`example.conf`, `medhelm_public.yaml`), which are not
+package data.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+RESOURCES_DIR = Path(__file__).resolve().parent
+
+SQL_DIR = RESOURCES_DIR / "sql"
+SCHEMA_DIR = RESOURCES_DIR / "schema"
+DEFAULT_SCHEMA_PATH = SCHEMA_DIR / "schema_medhelm.yaml"
+CONF_DIR = RESOURCES_DIR / "conf"
+DEFAULT_DEPLOYMENTS_SETTINGS_PATH = CONF_DIR / "deployments.yaml"
+DEFAULT_JUDGES_CONFIG = CONF_DIR / "judges.yaml"
+DEFAULT_MODEL_METADATA_PATH = CONF_DIR / "model_metadata.yaml"
+
+__all__ = ["RESOURCES_DIR", "SQL_DIR", "SCHEMA_DIR", "DEFAULT_SCHEMA_PATH", "CONF_DIR",
+           "DEFAULT_DEPLOYMENTS_SETTINGS_PATH", "DEFAULT_JUDGES_CONFIG", "DEFAULT_MODEL_METADATA_PATH"]

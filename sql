@@ -1,0 +1,1 @@
+medhelm_core/resources/sql
