@@ -18,6 +18,7 @@ array in `COMPLETION_COLUMNS` order. Rows hold exactly what `completions` holds:
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -33,6 +34,7 @@ from medhelm_core.store import COMPLETION_COLUMNS, insert_rows
 log = logging.getLogger(__name__)
 
 SUFFIX = ".jsonl"
+_SEGMENT_NUMBERS = itertools.count(1)  # process-wide: two journals of one owner never share a file
 
 
 def journal_dir(db_path: str | Path) -> Path:
@@ -65,7 +67,6 @@ class Journal:
         self.owner = owner
         self.sync_interval_s = sync_interval_s
         self._lock = threading.Lock()
-        self._seq = 0
         self._fd: int | None = None
         self._segment = Segment(self._next_path())
         self._dirty = threading.Event()
@@ -74,8 +75,7 @@ class Journal:
         self._syncer.start()
 
     def _next_path(self) -> Path:
-        self._seq += 1
-        return self.dir / f"{_file_token(self.owner)}.{self._seq}{SUFFIX}"
+        return self.dir / f"{_file_token(self.owner)}.{next(_SEGMENT_NUMBERS)}{SUFFIX}"
 
     def _open(self) -> int:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
