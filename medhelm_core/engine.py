@@ -41,7 +41,7 @@ from medhelm_core.clients import Attempt, RequestFailed
 from medhelm_core.ratelimit import (CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, TRANSIENT, DeploymentSettings,
                                     backoff_delay, limiter_for)
 from medhelm_core.registry import MedhelmError
-from medhelm_core.store import COMPLETION_COLUMNS, Store, insert_rows
+from medhelm_core.store import COMPLETION_COLUMNS, Store, insert_rows, replay_answers
 
 
 class Client(Protocol):
@@ -203,7 +203,7 @@ class CompletionEngine:
                 [keys, self.owner]).fetchall()
             dead = [o for o, hb in held if not owners.owner_alive(o, hb or 0.0, self.lease_s)]
             if dead:  # take over: first fold in what they journaled, then drop their claims
-                recovered = journal.replay(conn, self.store.path, dead=set(dead).__contains__)
+                recovered = replay_answers(conn, self.store.path, dead=set(dead).__contains__)
                 conn.execute("DELETE FROM completion_claims WHERE owner IN (SELECT unnest(?::VARCHAR[]))", [dead])
             conn.execute(
                 "INSERT OR IGNORE INTO completion_claims (request_key, owner, heartbeat)"

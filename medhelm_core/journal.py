@@ -14,7 +14,8 @@ opens the store or takes over the owner's claims. A torn last line (the process 
 write) is skipped with a warning.
 
 Layout: `<db>.journal/<owner>.<n>.jsonl`, one line per answer: the `completions` row as a JSON
-array in `COMPLETION_COLUMNS` order. Rows hold exactly what `completions` holds: no API keys.
+array in `store.COMPLETION_COLUMNS` order. Rows hold exactly what `completions` holds: no API keys.
+The journal knows nothing of DuckDB: the store hands `replay` its insert.
 """
 from __future__ import annotations
 
@@ -26,10 +27,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from medhelm_core import owners
-from medhelm_core.store import COMPLETION_COLUMNS, insert_rows
 
 log = logging.getLogger(__name__)
 
@@ -172,22 +172,19 @@ def orphan_segments(db_path: str | Path, dead: Callable[[str], bool] | None = No
     return [p for p in paths if is_dead(_owner_of(p))]
 
 
-def insert_answers(conn, rows: list[list]) -> None:
-    insert_rows(conn, "completions", COMPLETION_COLUMNS, [tuple(r) for r in rows], or_ignore=True)
-
-
-def replay(conn, db_path: str | Path, dead: Callable[[str], bool] | None = None) -> list[Path]:
-    """Insert the answers of every orphan segment (inside the caller's transaction); returns the
-    files to delete once that transaction has committed."""
+def replay(conn, db_path: str | Path, insert: Callable[[Any, list[list]], None], width: int,
+           dead: Callable[[str], bool] | None = None) -> list[Path]:
+    """Insert the answers of every orphan segment through `insert(conn, rows)` (inside the
+    caller's transaction); returns the files to delete once that transaction has committed."""
     paths = orphan_segments(db_path, dead)
     rows: list[list] = []
     for path in paths:
         try:
-            rows.extend(read_segment(path, len(COMPLETION_COLUMNS)))
+            rows.extend(read_segment(path, width))
         except FileNotFoundError:
             pass  # replayed and removed by another process meanwhile
     if rows:
-        insert_answers(conn, rows)
+        insert(conn, rows)
         log.info("answer journal: %d answers from %d segments of ended runs recovered", len(rows), len(paths))
     return paths
 

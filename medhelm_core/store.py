@@ -18,6 +18,8 @@ from typing import Any, Iterator
 import duckdb
 import filelock
 
+from medhelm_core import journal
+
 DB_FILENAME = "medhelm.duckdb"
 
 DDL = [
@@ -145,17 +147,13 @@ class Store:
     def recover_answers(self) -> None:
         """Fold in the answers that engines which have since ended journaled but never committed
         (a directory listing when there are none)."""
-        from medhelm_core import journal
-
         if journal.orphan_segments(self.path):
             with self.connect() as conn:
                 self._recover_answers(conn)
 
     def _recover_answers(self, conn: duckdb.DuckDBPyConnection) -> None:
-        from medhelm_core import journal
-
         with in_transaction(conn):
-            done = journal.replay(conn, self.path)
+            done = replay_answers(conn, self.path)
         journal.remove(done)
 
     @contextmanager
@@ -174,6 +172,16 @@ def in_transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyC
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def insert_answers(conn: duckdb.DuckDBPyConnection, rows: list) -> None:
+    """`completions` rows (COMPLETION_COLUMNS order); an answer already there is kept."""
+    insert_rows(conn, "completions", COMPLETION_COLUMNS, [tuple(r) for r in rows], or_ignore=True)
+
+
+def replay_answers(conn: duckdb.DuckDBPyConnection, db_path: str | Path, dead=None) -> list[Path]:
+    """The journal's orphan answers into `completions` (see `journal.replay`)."""
+    return journal.replay(conn, db_path, insert_answers, len(COMPLETION_COLUMNS), dead=dead)
 
 
 def insert_rows(conn: duckdb.DuckDBPyConnection, table: str, columns: list[str], rows: list[tuple],
