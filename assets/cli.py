@@ -197,22 +197,20 @@ def _check_suites_exist(output_path: str, suites: list[str]) -> None:
     """Stop before anything is written when a suite has no runs (HELM would write an empty leaderboard)."""
     import duckdb
 
-    from medhelm_core.store import DB_FILENAME
+    from medhelm_core.store import Store
 
-    db = Path(output_path) / DB_FILENAME
-    if not db.exists():
-        raise MedhelmError(f"no runs in {output_path}: {db} does not exist (run medhelm-run first)")
+    store = Store.in_output_path(output_path)
+    if not store.path.exists():
+        raise MedhelmError(f"no runs in {output_path}: {store.path} does not exist (run medhelm-run first)")
     try:
-        with duckdb.connect(str(db), read_only=True) as conn:
+        with store.connect(read_only=True) as conn:  # waits for a running writer, as the summarize would
             known = [r[0] for r in conn.execute("SELECT DISTINCT suite FROM runs ORDER BY suite").fetchall()]
     except duckdb.CatalogException:
         known = []  # no `runs` table: nothing was ever run into this file
-    except duckdb.Error:
-        return  # busy (a writer holds it): the summarize itself will wait for the lock and check
     missing = [s for s in suites if s not in known]
     if missing:
         there = ", ".join(known) if known else "none"
-        raise MedhelmError(f"suite {missing[0]!r} has no runs in {db} (suites there: {there})")
+        raise MedhelmError(f"suite {missing[0]!r} has no runs in {store.path} (suites there: {there})")
 
 
 def _summarize(args) -> int:

@@ -41,7 +41,7 @@ from medhelm_core.clients import Attempt, RequestFailed
 from medhelm_core.ratelimit import (CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, TRANSIENT, DeploymentSettings,
                                     backoff_delay, limiter_for)
 from medhelm_core.registry import MedhelmError
-from medhelm_core.store import COMPLETION_COLUMNS, Store, insert_rows, replay_answers
+from medhelm_core.store import Store, insert_answers, insert_values, replay_answers
 
 
 class Client(Protocol):
@@ -410,8 +410,8 @@ class CompletionEngine:
 
     def _commit_batch(self, conn, rows: list[tuple], failures: list[tuple], settled: list[str]) -> None:
         """One batch, inside the caller's transaction: answers, failures, and the claims they settle."""
-        _insert(conn, "completions", COMPLETION_COLUMNS, rows, or_ignore=True)
-        _insert(conn, "completion_errors", ["request_key", "model_deployment", "error", "attempts", "kind"],
+        insert_answers(conn, rows)
+        insert_values(conn, "completion_errors", ["request_key", "model_deployment", "error", "attempts", "kind"],
                 failures)
         conn.execute("DELETE FROM completion_claims WHERE owner = ? AND request_key IN"
                      " (SELECT unnest(?::VARCHAR[]))", [self.owner, settled])
@@ -491,20 +491,6 @@ def _completion_row(job: Job, att: Attempt, attempts: int, cost: float | None) -
             json.dumps(att.result, ensure_ascii=False), bool(att.result["success"]), attempts,
             att.prompt_tokens, att.completion_tokens, json.dumps(att.usage) if att.usage is not None else None,
             cost, att.kind]
-
-
-def _insert(conn, table: str, columns: list[str], rows: list[tuple], or_ignore: bool = False) -> None:
-    """A few rows as one multi-row VALUES statement (DuckDB plans it in ~2 ms a row); more through
-    `insert_rows` (a registered frame: ~10 ms whatever the size)."""
-    if not rows:
-        return
-    if len(rows) > 4:
-        insert_rows(conn, table, columns, rows, or_ignore=or_ignore)
-        return
-    one = "(" + ", ".join("?" * len(columns)) + ")"
-    verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
-    conn.execute(f"{verb} INTO {table} ({', '.join(columns)}) VALUES {', '.join([one] * len(rows))}",
-                 [v for row in rows for v in row])
 
 
 def _attempt(client, request: dict) -> Attempt:

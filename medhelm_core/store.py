@@ -176,7 +176,22 @@ def in_transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyC
 
 def insert_answers(conn: duckdb.DuckDBPyConnection, rows: list) -> None:
     """`completions` rows (COMPLETION_COLUMNS order); an answer already there is kept."""
-    insert_rows(conn, "completions", COMPLETION_COLUMNS, [tuple(r) for r in rows], or_ignore=True)
+    insert_values(conn, "completions", COMPLETION_COLUMNS, [tuple(r) for r in rows], or_ignore=True)
+
+
+def insert_values(conn: duckdb.DuckDBPyConnection, table: str, columns: list[str], rows: list[tuple],
+                  or_ignore: bool = False) -> None:
+    """A few rows as one multi-row VALUES statement (DuckDB plans it in ~2 ms a row); more through
+    `insert_rows` (a registered frame: ~10 ms whatever the size)."""
+    if not rows:
+        return
+    if len(rows) > 4:
+        insert_rows(conn, table, columns, rows, or_ignore=or_ignore)
+        return
+    one = "(" + ", ".join("?" * len(columns)) + ")"
+    verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
+    conn.execute(f"{verb} INTO {table} ({', '.join(columns)}) VALUES {', '.join([one] * len(rows))}",
+                 [v for row in rows for v in row])
 
 
 def replay_answers(conn: duckdb.DuckDBPyConnection, db_path: str | Path, dead=None) -> list[Path]:
