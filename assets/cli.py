@@ -9,7 +9,7 @@ import time
 import warnings
 from pathlib import Path
 
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
@@ -108,7 +108,7 @@ def _run(args) -> int:
             print(spec["name"])
         return 0
     if args.estimate_cost:
-        from medhelm_core.costs import estimate_runs, format_estimate
+        from medhelm_core.estimate import estimate_runs, format_estimate
 
         print(format_estimate(estimate_runs(ws, entries), budget=args.budget))
         return 0

@@ -12,7 +12,7 @@ import inspect
 
 import dagster as dg
 
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 
 
 def user_errors(fn):

@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from medhelm_core.clients import OpenAICompatibleClient  # noqa: E402
+from medhelm_core.clients.openai_compatible import OpenAICompatibleClient  # noqa: E402
 from medhelm_core.engine import CompletionEngine, Job  # noqa: E402
 from medhelm_core.ratelimit import DeploymentSettings  # noqa: E402
 from medhelm_core.store import Store, request_key  # noqa: E402

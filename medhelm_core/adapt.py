@@ -22,7 +22,7 @@ from medhelm_core.helm_types import (
     EVAL_SPLITS,
     TRAIN_SPLIT,
 )
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 
 
 def assign_instance_ids(instances: list[dict]) -> list[dict]:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 
 MIRROR_ENV = "MEDHELM_DATA_MIRROR"
 HF_DIR = "huggingface"

@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from medhelm_core import journal, owners, ratelimit
-from medhelm_core.clients import Attempt, RequestFailed
+from medhelm_core.clients.base import Attempt, RequestFailed
 from medhelm_core.ratelimit import (CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, TRANSIENT, DeploymentSettings,
                                     backoff_delay, limiter_for)
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 from medhelm_core.store import Store, insert_answers, insert_values, replay_answers
 
 

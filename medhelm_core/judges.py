@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 from medhelm_core.resources import DEFAULT_JUDGES_CONFIG
 
 

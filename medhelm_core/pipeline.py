@@ -257,7 +257,7 @@ def _helm_metadata(defn, args: dict) -> dict | None:
         return None
 
 
-def _prompt_fitter(ws: Workspace, deployment_name: str, approximate: bool = False):
+def prompt_fitter(ws: Workspace, deployment_name: str, approximate: bool = False):
     """HELM's context-window fitting for the deployment (`truncate_from_right`). `approximate`
     (the cost estimate): a tokenizer this project does not implement is replaced by
     `tokenizers.ApproximateTokenizer` instead of being an error."""
@@ -299,7 +299,7 @@ def build_requests(ws: Workspace, run: RunRef) -> dict:
     sampled = adapt.downsample_eval_instances(instances, adapter_spec.get("max_eval_instances"),
                                               adapter_spec.get("eval_splits"))
     states = adapt.build_request_states(adapter_spec, sampled,
-                                        _prompt_fitter(ws, adapter_spec["model_deployment"]))
+                                        prompt_fitter(ws, adapter_spec["model_deployment"]))
     out = []
     for i, st in enumerate(states):
         req = st["request"]
@@ -327,7 +327,7 @@ def run_completions(ws: Workspace, run: RunRef) -> EngineReport:
     if not rows:
         raise MedhelmError(f"{run.run_name}: no requests built yet")
     jobs = [Job(k, dep, json.loads(state)["request"]) for _, k, dep, state in rows]
-    from medhelm_core.dspy_client import set_current_run_spec_name
+    from medhelm_core.clients.dspy_program import set_current_run_spec_name
 
     set_current_run_spec_name(run.run_name)  # HELM's runner global, read by DSPy deployments
     _, report = ws.engine(f"{run.run_name} completions").run(jobs)
@@ -694,11 +694,10 @@ def _judge_deployment_problem(ws: Workspace, name: str, credentials) -> str | No
     except MedhelmError:
         return (f"has no API key: add {dep.host_organization}ApiKey to {_credentials_file(ws, credentials)} "
                 f"or map the judge in {deployments_file}" + _builtin_hint(ws, dep))
-    from medhelm_core.clients import OPENAI_COMPATIBLE_CLIENTS
-    from medhelm_core.dspy_client import DSPY_CLIENT_CLASS
+    from medhelm_core.clients import supported_client_classes
 
     cls = dep.client_spec.class_name
-    if cls not in OPENAI_COMPATIBLE_CLIENTS and cls != DSPY_CLIENT_CLASS:
+    if cls not in supported_client_classes():
         return (f"uses client class {cls}, which medhelm cannot call (it calls OpenAI-compatible endpoints): "
                 f"map the judge in {deployments_file}" + _builtin_hint(ws, dep))
     problem = _endpoint_problem(ws, dep, credentials)

@@ -54,7 +54,7 @@ from typing import Any, Mapping, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 from medhelm_core.resources import DEFAULT_DEPLOYMENTS_SETTINGS_PATH
 
 PROJECT_CONF = DEFAULT_DEPLOYMENTS_SETTINGS_PATH  # medhelm_core/resources/conf/deployments.yaml

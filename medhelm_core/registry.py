@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 
-class MedhelmError(Exception):
-    """A user-facing error: one line naming the file, entry or field at fault."""
+from medhelm_core.errors import MedhelmError  # noqa: F401  (re-exported for the registries' users)
 
 
 RunSpecFunction = Callable[..., dict]

@@ -19,79 +19,13 @@ import duckdb
 import filelock
 
 from medhelm_core import journal
+from medhelm_core.resources import ddl
 
 DB_FILENAME = "medhelm.duckdb"
 
-DDL = [
-    # What each suite asked for: one row per run (HELM run name = run directory name).
-    """CREATE TABLE IF NOT EXISTS run_entries (
-        suite VARCHAR, run_name VARCHAR, description VARCHAR, priority INTEGER, conf_path VARCHAR,
-        tier VARCHAR, scenario_key VARCHAR, model VARCHAR, model_deployment VARCHAR,
-        run_spec JSON, requested_at TIMESTAMP DEFAULT current_timestamp,
-        PRIMARY KEY (suite, run_name))""",
-    # The scenario specs the registered runs use: one dataset partition each.
-    """CREATE TABLE IF NOT EXISTS scenario_specs (
-        partition_key VARCHAR PRIMARY KEY, tier VARCHAR, scenario_spec JSON, scenario_key VARCHAR,
-        content_hash VARCHAR, registered_at TIMESTAMP DEFAULT current_timestamp)""",
-    # Datasets: the instance list of one scenario spec (class + args + data-file contents).
-    """CREATE TABLE IF NOT EXISTS datasets (
-        scenario_key VARCHAR PRIMARY KEY, class_name VARCHAR, args JSON, tier VARCHAR,
-        content_hash VARCHAR, num_instances INTEGER, scenario JSON, scenario_metadata JSON,
-        built_at TIMESTAMP DEFAULT current_timestamp)""",
-    """CREATE TABLE IF NOT EXISTS instances (
-        scenario_key VARCHAR, position INTEGER, instance_id VARCHAR, split VARCHAR, instance JSON,
-        PRIMARY KEY (scenario_key, position))""",
-    # Requests (prompts) of a run, in HELM's order; request_key addresses the completion.
-    """CREATE TABLE IF NOT EXISTS requests (
-        suite VARCHAR, run_name VARCHAR, position INTEGER, instance_id VARCHAR, split VARCHAR,
-        train_trial_index INTEGER, request_key VARCHAR, model_deployment VARCHAR, prompt VARCHAR,
-        request_state JSON, PRIMARY KEY (suite, run_name, position))""",
-    # Every model or judge answer ever paid for, keyed by sha256(deployment, request).
-    """CREATE TABLE IF NOT EXISTS completions (
-        request_key VARCHAR PRIMARY KEY, model_deployment VARCHAR, model VARCHAR, request JSON,
-        result JSON, success BOOLEAN, attempts INTEGER, completed_at TIMESTAMP DEFAULT current_timestamp)""",
-    """CREATE TABLE IF NOT EXISTS completion_errors (
-        request_key VARCHAR, model_deployment VARCHAR, error VARCHAR, attempts INTEGER,
-        failed_at TIMESTAMP DEFAULT current_timestamp)""",
-    # The jury: HELM's annotation per request state, and an explicit verdict per judge.
-    """CREATE TABLE IF NOT EXISTS annotations (
-        suite VARCHAR, run_name VARCHAR, position INTEGER, instance_id VARCHAR, annotator VARCHAR,
-        annotation JSON, PRIMARY KEY (suite, run_name, position, annotator))""",
-    """CREATE TABLE IF NOT EXISTS judge_verdicts (
-        suite VARCHAR, run_name VARCHAR, position INTEGER, instance_id VARCHAR, annotator VARCHAR,
-        judge VARCHAR, judge_deployment VARCHAR, status VARCHAR, request_key VARCHAR,
-        raw_text VARCHAR, parsed JSON, error VARCHAR,
-        PRIMARY KEY (suite, run_name, position, annotator, judge))""",
-    # Per-instance stats as HELM writes per_instance_stats.json, one row per Stat.
-    """CREATE TABLE IF NOT EXISTS instance_stats (
-        suite VARCHAR, run_name VARCHAR, instance_id VARCHAR, train_trial_index INTEGER,
-        ordinal INTEGER, name VARCHAR, split VARCHAR, sub_split VARCHAR, perturbation JSON,
-        count BIGINT, sum DOUBLE, sum_squared DOUBLE, min DOUBLE, max DOUBLE, mean DOUBLE,
-        variance DOUBLE, stddev DOUBLE)""",
-    # The jury score with judge failures left out instead of HELM's silent default.
-    """CREATE TABLE IF NOT EXISTS jury_scores (
-        suite VARCHAR, run_name VARCHAR, instance_id VARCHAR, metric VARCHAR,
-        helm_value DOUBLE, corrected_value DOUBLE, judges_ok INTEGER, judges_total INTEGER,
-        PRIMARY KEY (suite, run_name, instance_id, metric))""",
-]
-
-
-# Additive changes, applied to new and old files alike (old DBs keep working; old rows get NULLs).
-MIGRATIONS = [
-    # Token usage the API reported, the cost at the price then in force, and what the outcome was:
-    # `ok`, or `content_filter` (HELM's non-fatal empty completion, stored so it is not paid twice).
-    "ALTER TABLE completions ADD COLUMN IF NOT EXISTS prompt_tokens BIGINT",
-    "ALTER TABLE completions ADD COLUMN IF NOT EXISTS completion_tokens BIGINT",
-    "ALTER TABLE completions ADD COLUMN IF NOT EXISTS usage JSON",
-    "ALTER TABLE completions ADD COLUMN IF NOT EXISTS cost_usd DOUBLE",
-    "ALTER TABLE completions ADD COLUMN IF NOT EXISTS outcome VARCHAR",
-    # rate_limited / server_error / timeout / connection (retries exhausted), fatal, fatal_endpoint.
-    "ALTER TABLE completion_errors ADD COLUMN IF NOT EXISTS kind VARCHAR",
-    # Requests being asked right now, so that two processes never ask the same one: a claim whose
-    # owner process is gone (or silent for longer than the lease) is taken over.
-    """CREATE TABLE IF NOT EXISTS completion_claims (
-        request_key VARCHAR PRIMARY KEY, owner VARCHAR, heartbeat DOUBLE)""",
-]
+# Created on first write, in this order (sql/ddl/): the pipeline's tables, their additive
+# migrations, the summarize inputs, then the cost views over all of them.
+DDL_FILES = ("pipeline", "pipeline_migrations", "summarize_inputs", "costs")
 
 
 # The columns of a `completions` row, in the order the engine and its answer journal write them.
@@ -129,15 +63,8 @@ class Store:
             conn = duckdb.connect(str(self.path), read_only=read_only)
             try:
                 if not self._initialised and not read_only:
-                    for ddl in DDL + MIGRATIONS:
-                        conn.execute(ddl)
-                    from medhelm_core.costs import COST_DDL
-
-                    from medhelm_core.summarize.tables import ensure_input_tables
-
-                    ensure_input_tables(conn)
-                    for ddl in COST_DDL:
-                        conn.execute(ddl)
+                    for name in DDL_FILES:
+                        conn.execute(ddl(name))
                     self._initialised = True
                     self._recover_answers(conn)
                 yield conn

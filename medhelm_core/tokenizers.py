@@ -38,7 +38,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional, Protocol
 
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 
 
 class TokenizerError(MedhelmError, ValueError):

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from medhelm_core.clients import OpenAICompatibleClient, RequestFailed, RetryPolicy, remove_deepseek_r1_thinking, \
-    truncate_sequence
+from medhelm_core.clients.base import RequestFailed, RetryPolicy
+from medhelm_core.clients.openai_compatible import OpenAICompatibleClient, remove_deepseek_r1_thinking, truncate_sequence
 from tests.mock_server import MockServer
 from tests.oracle import SYNTHETIC, load, run_dirs
 

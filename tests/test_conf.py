@@ -27,9 +27,10 @@ from medhelm_core.conf import (
     run_entries_to_run_specs,
 )
 from medhelm_core.conf.deployments import ModelMetadata
-from medhelm_core.conf.run_entries import RunEntry, load_run_entries
+from medhelm_core.conf.entry_files import load_run_entries
+from medhelm_core.conf.run_entries import RunEntry
 from medhelm_core.helm_types import adapter_spec, generation_adapter_spec, run_spec, scenario_spec
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 
 SHARED = Path(os.environ.get("MEDHELM_SHARED", "/work/shared"))
 HELM_CONFS = SHARED / "helm"

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from medhelm_core.conf.run_entries import load_run_entries
-from medhelm_core.registry import MedhelmError
+from medhelm_core.conf.entry_files import load_run_entries
+from medhelm_core.errors import MedhelmError
 from tests.oracle import SHARED
 
 ROOT = Path(__file__).resolve().parents[1]

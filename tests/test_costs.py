@@ -6,7 +6,7 @@ import stat
 import duckdb
 import pytest
 
-from medhelm_core.clients import OpenAICompatibleClient
+from medhelm_core.clients.openai_compatible import OpenAICompatibleClient
 from medhelm_core.costs import Budget
 from medhelm_core.engine import CompletionEngine, Job
 from medhelm_core.ratelimit import DeploymentSettings
@@ -138,7 +138,7 @@ def test_budget_stops_cleanly_and_a_rerun_finishes_without_asking_twice(tmp_path
 
 def test_estimate_counts_model_and_judge_calls_without_sending(tmp_path, monkeypatch):
     from medhelm_core.conf.expand import expand_confs
-    from medhelm_core.costs import estimate_runs, format_estimate
+    from medhelm_core.estimate import estimate_runs, format_estimate
     from medhelm_core.pipeline import Workspace
 
     shutil.copytree(SYNTHETIC / "inputs", tmp_path / "work")

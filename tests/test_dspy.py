@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from medhelm_core.conf.deployments import Deployment, load_model_registry
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 from tests.oracle import SHARED, SYNTHETIC, load
 
 HELM_CONFS = SHARED / "helm"
@@ -36,7 +36,7 @@ DSPY_FIELD = re.compile(r"`\[\[ ## (\w+) ## \]\]`")
 
 def _dspy_available() -> bool:
     try:
-        from medhelm_core.dspy_client import import_dspy
+        from medhelm_core.clients.dspy_program import import_dspy
 
         import_dspy()
         return True
@@ -84,7 +84,7 @@ def test_builtin_dspy_deployments_match_the_dspy_conf():
 
 
 def test_dspy_missing_package_is_one_line(monkeypatch):
-    from medhelm_core import dspy_client
+    from medhelm_core.clients import dspy_program as dspy_client
 
     monkeypatch.setitem(sys.modules, "dspy", None)  # `import dspy` raises ImportError
     with pytest.raises(MedhelmError) as err:
@@ -93,7 +93,7 @@ def test_dspy_missing_package_is_one_line(monkeypatch):
 
 
 def test_dspy_deployment_validation():
-    from medhelm_core.dspy_client import DSPyClient
+    from medhelm_core.clients.dspy_program import DSPyClient
 
     with pytest.raises(MedhelmError, match="dspy_api_model"):
         DSPyClient("org/x-dspy", "org/x-dspy", "Predict", None)
@@ -106,7 +106,7 @@ def test_dspy_deployment_validation():
 # ------------------------------------------------------------------------------------------------
 def _save_agent(path: Path, demo_inputs: str, demo_output: str, instructions: str) -> None:
     """An optimized ChainOfThought program as DSPy's optimizers save it (what dspy-helm hosts)."""
-    from medhelm_core.dspy_client import import_dspy
+    from medhelm_core.clients.dspy_program import import_dspy
 
     dspy = import_dspy()
     program = dspy.ChainOfThought("inputs -> output")
@@ -119,8 +119,8 @@ def _save_agent(path: Path, demo_inputs: str, demo_output: str, instructions: st
 
 @needs_dspy
 def test_program_like_helm(tmp_path, monkeypatch):
-    from medhelm_core import dspy_client
-    from medhelm_core.dspy_client import DSPyClient, agent_cache_file
+    from medhelm_core.clients import dspy_program as dspy_client
+    from medhelm_core.clients.dspy_program import DSPyClient, agent_cache_file
 
     monkeypatch.setattr(dspy_client, "AGENT_CACHE_DIR", tmp_path / "cache")
     _save_agent(tmp_path / "agents" / "shc_ptbm_med" / "agent.json", "DEMO QUESTION", "A", "Optimized instructions.")
@@ -224,7 +224,7 @@ RUN_NAME = f"shc_ptbm_med:model={VARIANT.replace('/', '_')},model_deployment={VA
 @needs_shared
 def test_dspy_variant_end_to_end(tmp_path, monkeypatch, mock_server):
     from assets.cli import run_main, summarize_main
-    from medhelm_core import dspy_client
+    from medhelm_core.clients import dspy_program as dspy_client
 
     monkeypatch.setattr(dspy_client, "AGENT_CACHE_DIR", tmp_path / "agent_cache")
     demo = "Provide an answer to the following question: DEMO with the following context: DEMO"

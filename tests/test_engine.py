@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from medhelm_core.clients import RequestFailed
+from medhelm_core.clients.base import RequestFailed
 from medhelm_core.engine import CompletionEngine, Job
 from medhelm_core.store import Store, request_key
 
@@ -75,7 +75,7 @@ def test_failures_are_recorded_not_stored_as_completions(tmp_path):
 
 
 # -- against the shared mock server (real HTTP on loopback) ----------------------------------------
-from medhelm_core.clients import OpenAICompatibleClient  # noqa: E402
+from medhelm_core.clients.openai_compatible import OpenAICompatibleClient  # noqa: E402
 from medhelm_core.ratelimit import RATE_LIMITED, SERVER_ERROR, DeploymentSettings  # noqa: E402
 from tests.mock_server import MockServer  # noqa: E402
 
@@ -126,7 +126,7 @@ def test_flaky_endpoint_gives_results_identical_to_a_steady_one(tmp_path):
 _TWIN = r"""
 import json, sys
 sys.path.insert(0, {root!r})
-from medhelm_core.clients import OpenAICompatibleClient
+from medhelm_core.clients.openai_compatible import OpenAICompatibleClient
 from medhelm_core.engine import CompletionEngine
 from medhelm_core.ratelimit import DeploymentSettings
 from medhelm_core.store import Store

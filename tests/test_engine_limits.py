@@ -5,12 +5,12 @@ from email.utils import formatdate
 
 import pytest
 
-from medhelm_core.clients import OpenAICompatibleClient
+from medhelm_core.clients.openai_compatible import OpenAICompatibleClient
 from medhelm_core.engine import CompletionEngine, Job
 from medhelm_core.ratelimit import (CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, RATE_LIMITED, SERVER_ERROR, TIMEOUT,
                                     DeploymentSettings, EndpointLimiter, SettingsRegistry, TokenBucket,
                                     parse_duration, retry_after_seconds)
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 from medhelm_core.store import Store, request_key
 from tests.mock_server import ScriptedServer, error_body
 

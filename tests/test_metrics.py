@@ -197,7 +197,7 @@ def test_tiktoken_tokenizer_from_the_bundled_bpe_file(offline_tiktoken):
 
 def test_tiktoken_without_bundle_or_cache_is_one_clear_line(offline_tiktoken, monkeypatch):
     from medhelm_core import tokenizers
-    from medhelm_core.registry import MedhelmError
+    from medhelm_core.errors import MedhelmError
 
     monkeypatch.setattr(tokenizers, "bundled_bpe_dir", lambda: None)
     with pytest.raises(tokenizers.TokenizerUnavailable) as err:

@@ -149,7 +149,8 @@ def test_every_public_deployment_resolves_to_a_public_endpoint_with_its_vendors_
     """Models and the default jury's judges: the example's entry (not the built-in Stanford one),
     an OpenAI-compatible client on one of the four public endpoints, the key of that vendor from
     credentials.conf, and a tokenizer that loads offline."""
-    from medhelm_core.clients import OpenAICompatibleClient, client_for_deployment
+    from medhelm_core.clients import client_for_deployment
+    from medhelm_core.clients.openai_compatible import OpenAICompatibleClient
     from medhelm_core.tokenizers import get_tokenizer
 
     entries, roles = _needed(EXAMPLE)
@@ -231,7 +232,7 @@ def test_estimate_names_a_missing_bpe_file_in_one_line(offline, mirror, tmp_path
 def test_estimate_marks_tokenizers_it_cannot_load_as_approximate(offline, mirror, tmp_path):
     """A prod_env that keeps HELM's Hugging Face tokenizer (anthropic/claude): the estimate counts 4
     characters a token and says so, instead of stopping."""
-    from medhelm_core.costs import estimate_runs, format_estimate
+    from medhelm_core.estimate import estimate_runs, format_estimate
     from medhelm_core.pipeline import Workspace
 
     local = tmp_path / "prod_env"

@@ -265,7 +265,7 @@ def test_own_suite_and_published_release_in_one_leaderboard(tmp_path):
         load_benchmark_output_runs(conn, str(mine_out), "mine")
     do_import(out, str(PUBLIC / "benchmark_output"), suite="public-n50")
     # a published suite may not take the name of a suite holding the user's runs
-    from medhelm_core.registry import MedhelmError
+    from medhelm_core.errors import MedhelmError
 
     with pytest.raises(MedhelmError, match="--suite-prefix"):
         do_import(out, str(mine_out), suite="mine")

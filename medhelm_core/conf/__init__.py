@@ -25,7 +25,8 @@ from medhelm_core.conf.expand import (
     expand_confs,
     run_entries_to_run_specs,
 )
-from medhelm_core.conf.run_entries import RunEntry, load_run_entries, parse_hocon, read_run_entries
+from medhelm_core.conf.entry_files import load_run_entries, read_run_entries
+from medhelm_core.conf.run_entries import RunEntry, parse_hocon
 
 __all__ = [
     "Credentials", "Deployment", "ModelMetadata", "ModelRegistry", "api_key_env_var", "load_credentials",

@@ -53,7 +53,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from medhelm_core.conf.run_entries import parse_hocon
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 
 # Every key of HELM 0.5.16's RUN_EXPANDERS (run_expander.py RUN_EXPANDER_SUBCLASSES), in its order.
 HELM_RUN_EXPANDER_NAMES: tuple[str, ...] = (

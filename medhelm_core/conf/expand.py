@@ -56,8 +56,9 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, Seque
 
 from medhelm_core.conf.deployments import DEFAULT_LOCAL_PATH, ModelRegistry, load_model_registry
 from medhelm_core.conf.description import parse_description, split_expander_args
-from medhelm_core.conf.run_entries import RunEntry, read_run_entries
-from medhelm_core.registry import MedhelmError
+from medhelm_core.conf.entry_files import read_run_entries
+from medhelm_core.conf.run_entries import RunEntry
+from medhelm_core.errors import MedhelmError
 
 RunSpecDict = dict[str, Any]
 

@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from medhelm_core.conf.run_entries import RunEntry
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 
 
 class MatrixModel(BaseModel):

@@ -32,7 +32,7 @@ from typing import Any, Iterable, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 
 log = logging.getLogger(__name__)
 
@@ -488,28 +488,4 @@ def run_entries_from_hocon(tree: Any, source: str) -> list[RunEntry]:
             out.append(RunEntry(**fields, source=source, line=line))
         except ValidationError as exc:
             raise MedhelmError(f"{source}:{line}: invalid run entry: {_validation_message(exc)}") from None
-    return out
-
-
-def load_run_entries(path: str | Path) -> list[RunEntry]:
-    """Read one run-entry conf file (HELM's .conf form, or our YAML matrix form)."""
-    source = str(path)
-    if Path(path).suffix in (".yaml", ".yml"):
-        from medhelm_core.conf.matrix import load_matrix
-
-        return load_matrix(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise MedhelmError(f"{source}: run-entry conf file not found") from None
-    except UnicodeDecodeError as exc:
-        raise MedhelmError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return run_entries_from_hocon(parse_hocon(text, source), source)
-
-
-def read_run_entries(paths: Iterable[str | Path]) -> list[RunEntry]:
-    """HELM's `read_run_entries`: the entries of all files, concatenated in order."""
-    out: list[RunEntry] = []
-    for path in paths:
-        out.extend(load_run_entries(path))
     return out

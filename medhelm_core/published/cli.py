@@ -16,7 +16,7 @@ import time
 import warnings
 from typing import Optional
 
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 
 PROG = "medhelm-import"
 LATEST = "latest"

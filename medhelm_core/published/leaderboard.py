@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 import duckdb
 
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 from medhelm_core.store import Store, in_transaction
 
 from .rows import insert_json_rows

@@ -16,7 +16,7 @@ from typing import Callable, Optional
 
 import pandas as pd
 
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 from medhelm_core.store import Store, in_transaction
 
 from .tables import ensure_published_tables

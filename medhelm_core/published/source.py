@@ -22,7 +22,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 
 GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_GCS_SOURCE = "gs://crfm-helm-public/medhelm/benchmark_output"

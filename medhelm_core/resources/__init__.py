@@ -4,7 +4,8 @@ They are package data (shipped in the wheel, so `pip install medhelm-build` work
 checkout), kept in this folder:
 
 * `sql/`: the leaderboard SQL models, one table per file (`medhelm_core.summarize.sql_models`,
-  the Dagster SQL assets);
+  the Dagster SQL assets); `sql/ddl/`: the tables the pipeline, the cost views and the summarize
+  inputs are created with (`ddl(name)`);
 * `schema/schema_medhelm.yaml`: the MedHELM presentation schema, medhelm-summarize's default;
 * `conf/`: the project's built-in settings layers: `deployments.yaml` (rate limits, retries,
   prices; `<local-path>/medhelm_deployments.yaml` overrides it), `judges.yaml` (the default LLM
@@ -29,5 +30,13 @@ DEFAULT_DEPLOYMENTS_SETTINGS_PATH = CONF_DIR / "deployments.yaml"
 DEFAULT_JUDGES_CONFIG = CONF_DIR / "judges.yaml"
 DEFAULT_MODEL_METADATA_PATH = CONF_DIR / "model_metadata.yaml"
 
-__all__ = ["RESOURCES_DIR", "SQL_DIR", "SCHEMA_DIR", "DEFAULT_SCHEMA_PATH", "CONF_DIR",
+DDL_DIR = SQL_DIR / "ddl"
+
+
+def ddl(name: str) -> str:
+    """The text of `sql/ddl/<name>.sql` (statements separated by `;`, run with one `execute`)."""
+    return (DDL_DIR / f"{name}.sql").read_text(encoding="utf-8")
+
+
+__all__ = ["DDL_DIR", "ddl", "RESOURCES_DIR", "SQL_DIR", "SCHEMA_DIR", "DEFAULT_SCHEMA_PATH", "CONF_DIR",
            "DEFAULT_DEPLOYMENTS_SETTINGS_PATH", "DEFAULT_JUDGES_CONFIG", "DEFAULT_MODEL_METADATA_PATH"]

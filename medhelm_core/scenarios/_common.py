@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import yaml
 
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 
 BENCHMARKS_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 from medhelm_core.scenarios._common import first_line, literal
 
 ENTRY = "medhelm_configurable_benchmark"

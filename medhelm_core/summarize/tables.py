@@ -1,6 +1,6 @@
 """Input tables of the summarize SQL models, and a loader for HELM `benchmark_output` run directories.
 
-Input contract (filled by the pipeline, by the published-results importer, or by
+Input contract (sql/ddl/summarize_inputs.sql; filled by the pipeline, by the published-results importer, or by
 `load_benchmark_output_runs` from HELM run directories):
 
     runs(suite, run_name, run_spec JSON, scenario_metadata JSON, run_path)
@@ -26,43 +26,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import duckdb
 
-RUNS_DDL = """
-CREATE TABLE IF NOT EXISTS runs (
-    suite VARCHAR NOT NULL,
-    run_name VARCHAR NOT NULL,
-    run_spec JSON NOT NULL,
-    scenario_metadata JSON,
-    run_path VARCHAR
-)"""
-
-RUN_STATS_DDL = """
-CREATE TABLE IF NOT EXISTS run_stats (
-    suite VARCHAR NOT NULL,
-    run_name VARCHAR NOT NULL,
-    ordinal INTEGER NOT NULL,
-    name VARCHAR NOT NULL,
-    split VARCHAR,
-    sub_split VARCHAR,
-    perturbation JSON,
-    perturbation_name VARCHAR,
-    computed_on VARCHAR,
-    count BIGINT,
-    sum DOUBLE,
-    sum_squared DOUBLE,
-    min DOUBLE,
-    max DOUBLE,
-    mean DOUBLE,
-    variance DOUBLE,
-    stddev DOUBLE
-)"""
-
-SUMMARIZE_TARGET_DDL = """
-CREATE TABLE IF NOT EXISTS summarize_target (
-    target VARCHAR NOT NULL,      -- release name (release mode) or suite name (suite mode)
-    mode VARCHAR NOT NULL,        -- 'suite' | 'release'
-    suite VARCHAR NOT NULL,
-    suite_pos INTEGER NOT NULL    -- position in --suites (0-based)
-)"""
+from medhelm_core.resources import ddl
 
 STAT_COLUMNS = [
     "suite", "run_name", "ordinal", "name", "split", "sub_split", "perturbation", "perturbation_name",
@@ -72,9 +36,7 @@ STAT_COLUMNS = [
 
 def ensure_input_tables(conn: duckdb.DuckDBPyConnection) -> None:
     """Create the input tables (runs, run_stats, summarize_target) if they do not exist."""
-    conn.execute(RUNS_DDL)
-    conn.execute(RUN_STATS_DDL)
-    conn.execute(SUMMARIZE_TARGET_DDL)
+    conn.execute(ddl("summarize_inputs"))
 
 
 def set_summarize_target(

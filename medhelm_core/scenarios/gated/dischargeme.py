@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 from medhelm_core.scenarios._common import py_value
 from medhelm_core.scenarios.gated._gated import (
     bad_data,

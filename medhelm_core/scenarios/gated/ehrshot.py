@@ -34,7 +34,7 @@ import os
 from typing import Any
 
 from medhelm_core.helm_types import CORRECT_TAG, TEST_SPLIT, instance
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 from medhelm_core.scenarios._common import first_line, require_arg
 from medhelm_core.scenarios.gated._gated import (
     bad_data,

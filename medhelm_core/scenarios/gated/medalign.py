@@ -29,7 +29,7 @@ import os
 from typing import Any
 
 from medhelm_core.helm_types import TEST_SPLIT, instance, passage_question_text, reference
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 from medhelm_core.scenarios._common import first_line, py_value
 from medhelm_core.scenarios.gated._gated import (
     bad_data,

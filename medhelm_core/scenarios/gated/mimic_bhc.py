@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 from medhelm_core.scenarios._common import first_line
 from medhelm_core.scenarios.gated._gated import (
     bad_data,

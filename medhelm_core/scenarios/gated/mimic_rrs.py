@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from medhelm_core.helm_types import instance, reference
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 from medhelm_core.scenarios.gated._gated import (
     bad_data,
     data_path_arg,

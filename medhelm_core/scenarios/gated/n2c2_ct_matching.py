@@ -25,7 +25,7 @@ import xml.etree.ElementTree as ET
 from typing import Any, Optional
 
 from medhelm_core.helm_types import CORRECT_TAG, TEST_SPLIT, instance
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 from medhelm_core.scenarios._common import first_line, require_arg
 from medhelm_core.scenarios.gated._gated import data_path_arg, gated_text, missing_data, register_gated
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from medhelm_core import data_sources as ds
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 from medhelm_core.scenarios._common import py_value
 from medhelm_core.scenarios.public._base import parse_error, register_public, text
 

@@ -44,7 +44,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Optional
 
+from medhelm_core.clients.base import Attempt, RequestFailed, model_api
+from medhelm_core.conf.deployments import resolve_api_key
 from medhelm_core.ratelimit import (
+    TRANSIENT,
     CONNECTION,
     FATAL,
     FATAL_ENDPOINT,
@@ -53,7 +56,7 @@ from medhelm_core.ratelimit import (
     SERVER_ERROR,
     TIMEOUT,
 )
-from medhelm_core.registry import MedhelmError
+from medhelm_core.errors import MedhelmError
 
 DSPY_CLIENT_CLASS = "helm.clients.dspy_client.DSPyClient"
 DSPY_EXTRA = 'pip install "medhelm-build[dspy]"'
@@ -207,8 +210,6 @@ class DSPyClient:
 
     def attempt(self, request: dict):
         """Run the program once; an `Attempt` the engine understands (never raises for model errors)."""
-        from medhelm_core.clients import Attempt
-
         try:
             program = self.program(current_scenario_name())
         except MedhelmError as e:  # the optimized program cannot be loaded: no request can succeed
@@ -226,9 +227,6 @@ class DSPyClient:
 
     def complete(self, request: dict, on_retry=None) -> dict:
         """One request, retried on transient failures (for direct callers; the engine uses `attempt`)."""
-        from medhelm_core.clients import RequestFailed
-        from medhelm_core.ratelimit import TRANSIENT
-
         for attempt_number in range(1, 4):
             att = self.attempt(request)
             if att.kind == OK:
@@ -241,15 +239,15 @@ class DSPyClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-def dspy_client_for_deployment(deployment, credentials) -> DSPyClient:
+@model_api(DSPY_CLIENT_CLASS)
+def dspy_client_for_deployment(deployment, credentials, max_concurrency: int | None = None,
+                               timeout_s: float = 600.0) -> DSPyClient:
     """The DSPy client a `helm.clients.dspy_client.DSPyClient` deployment describes.
 
     The API key is found as for any HELM client (`client_spec.args.api_key`, credentials.conf
     `<org>ApiKey` with org = the deployment name's prefix, `$MEDHELM_API_KEY_<ORG>`); without one the
     client gets none and LiteLLM falls back to its provider's environment variable (HELM passes None).
     """
-    from medhelm_core.conf.deployments import resolve_api_key
-
     args = deployment.client_spec.args
     try:
         api_key: Optional[str] = resolve_api_key(deployment, credentials).get_secret_value()

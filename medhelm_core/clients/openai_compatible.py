@@ -13,15 +13,15 @@ completion. `complete()` is the simple blocking loop (retry with back-off honour
 """
 from __future__ import annotations
 
-import random
 import re
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import openai
 
+from medhelm_core.clients.base import Attempt, RequestFailed, RetryPolicy, headers_of, model_api, redact
+from medhelm_core.conf.deployments import resolve_api_key, resolve_base_url
 from medhelm_core.ratelimit import (CONNECTION, CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, RATE_LIMITED, SERVER_ERROR,
                                     TIMEOUT, TRANSIENT, rate_limit_headers, retry_after_seconds)
 
@@ -89,59 +89,6 @@ def truncate_sequence(completion: dict, request: dict) -> dict:
     return completion
 
 
-@dataclass
-class RetryPolicy:
-    """Retries of `complete()` (the engine uses the deployment settings instead)."""
-
-    max_attempts: int = 6
-    base_delay_s: float = 0.5
-    max_delay_s: float = 60.0
-
-    def delay(self, attempt: int, retry_after_s: float | None) -> float:
-        if retry_after_s is not None:
-            return min(retry_after_s, self.max_delay_s) * (1.0 + random.random() * 0.1)
-        backoff = min(self.max_delay_s, self.base_delay_s * (2 ** (attempt - 1)))
-        return backoff * (0.5 + random.random() / 2)  # jitter
-
-
-def _headers_of(obj) -> dict[str, str]:
-    headers = getattr(getattr(obj, "response", obj), "headers", None)
-    if not headers:
-        return {}
-    return {k.lower(): v for k, v in headers.items()}
-
-
-@dataclass
-class Attempt:
-    """One HTTP attempt, classified.
-
-    kind: `ok`; `content_filter` (HELM's non-fatal result: `result` is the empty completion HELM
-    scores, never retried); `rate_limited` (429), `server_error` (5xx, 408, 409), `timeout`,
-    `connection` (transient: retried with back-off); `fatal` (this request is bad: 400, 422, ...);
-    `fatal_endpoint` (no request to this deployment can succeed: 401, 403, 404).
-    """
-
-    kind: str
-    result: dict | None = None
-    message: str = ""
-    status: int | None = None
-    retry_after_s: float | None = None
-    headers: dict[str, str] = field(default_factory=dict)  # rate-limit headers only
-    usage: dict | None = None
-
-    @property
-    def prompt_tokens(self) -> int | None:
-        return (self.usage or {}).get("prompt_tokens")
-
-    @property
-    def completion_tokens(self) -> int | None:
-        return (self.usage or {}).get("completion_tokens")
-
-
-_SECRET_LIKE = re.compile(r"(sk|pk|rk|key)-[A-Za-z0-9_\-\*\.]{4,}", re.IGNORECASE)
-_BEARER = re.compile(r"(?i)bearer\s+\S+")
-
-
 class OpenAICompatibleClient:
     """One deployment's client. `api_key` is held only in memory and never logged."""
 
@@ -164,12 +111,7 @@ class OpenAICompatibleClient:
         return f"OpenAICompatibleClient(base_url={str(self._client.base_url)!r}, model={self.openai_model_name!r})"
 
     def redact(self, text: str) -> str:
-        """Error texts without the key (nor anything key-shaped, nor Authorization values)."""
-        text = str(text)
-        if len(self._secret) >= 4:
-            text = text.replace(self._secret, "***")
-        text = _BEARER.sub("Bearer ***", text)
-        return _SECRET_LIKE.sub(lambda m: m.group(1) + "-***", text)
+        return redact(text, self._secret)
 
     def raw_request(self, request: dict) -> dict[str, Any]:
         engine = request["model"].split("/", 1)[1] if "/" in request["model"] else request["model"]
@@ -250,7 +192,7 @@ class OpenAICompatibleClient:
         return self._client.post("/chat/completions", body=raw, cast_to=httpx.Response)
 
     def _status_error(self, e: openai.APIStatusError) -> Attempt:
-        headers = rate_limit_headers(_headers_of(e))
+        headers = rate_limit_headers(headers_of(e))
         retry_after = retry_after_seconds(headers)
         status = e.status_code
         message = self.redact(e.message)
@@ -304,12 +246,6 @@ def _non_fatal(error: str, attempt: int) -> dict:
             "cached": False, "error": error, "error_flags": {"is_retriable": False, "is_fatal": False}}
 
 
-class RequestFailed(Exception):
-    def __init__(self, message: str, attempts: int):
-        super().__init__(message)
-        self.attempts = attempts
-
-
 # HELM client classes whose wire protocol is OpenAI's chat completions API.
 OPENAI_COMPATIBLE_CLIENTS = {
     "helm.clients.openai_client.OpenAIClient",
@@ -320,20 +256,10 @@ OPENAI_COMPATIBLE_CLIENTS = {
 }
 
 
-def client_for_deployment(deployment, credentials, max_concurrency: int | None = None,
-                          timeout_s: float = 600.0) -> OpenAICompatibleClient:
-    """Build the client a HELM `model_deployments.yaml` entry describes (key from credentials/env)."""
-    from medhelm_core.conf.deployments import resolve_api_key, resolve_base_url
-    from medhelm_core.registry import MedhelmError
-
-    cls = deployment.client_spec.class_name
-    from medhelm_core.dspy_client import DSPY_CLIENT_CLASS, dspy_client_for_deployment
-
-    if cls == DSPY_CLIENT_CLASS:  # HELM's DSPyClient: a DSPy program in front of the endpoint
-        return dspy_client_for_deployment(deployment, credentials)
-    if cls not in OPENAI_COMPATIBLE_CLIENTS:
-        raise MedhelmError(f"deployment {deployment.name!r}: client class {cls} is not supported "
-                           f"(supported: OpenAI-compatible endpoints: {', '.join(sorted(OPENAI_COMPATIBLE_CLIENTS))})")
+@model_api(*sorted(OPENAI_COMPATIBLE_CLIENTS))
+def openai_compatible_client(deployment, credentials, max_concurrency: int | None = None,
+                             timeout_s: float = 600.0) -> OpenAICompatibleClient:
+    """The client of an OpenAI-compatible deployment (base URL and key from the deployment, credentials or env)."""
     args = deployment.client_spec.args
     key = resolve_api_key(deployment, credentials)
     return OpenAICompatibleClient(

@@ -1,0 +1,95 @@
+"""What every model client shares: the classified `Attempt`, `RequestFailed`, the retry policy of
+direct callers, and the plug-in point.
+
+A client is built by a factory `(deployment, credentials, max_concurrency=None, timeout_s=600.0)`
+marked with `@model_api(<HELM client class_name>, ...)` in a module of `medhelm_core.clients` (or of
+a package named by the `medhelm.clients` entry-point group); `medhelm_core.clients` discovers the
+marked factories. A client offers `attempt(request) -> Attempt` (one try, classified; the engine
+schedules retries, limits and costs around it) and `complete(request)` (the blocking loop).
+"""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+MODEL_API_ATTRIBUTE = "__medhelm_model_api__"
+
+
+def model_api(*client_classes: str) -> Callable:
+    """Mark a client factory as the one for these HELM `client_spec.class_name`s (no global
+    registry: the catalog of `medhelm_core.clients` finds marked factories by looking)."""
+    def mark(factory: Callable) -> Callable:
+        setattr(factory, MODEL_API_ATTRIBUTE, tuple(client_classes))
+        return factory
+
+    return mark
+
+
+@dataclass
+class RetryPolicy:
+    """Retries of `complete()` (the engine uses the deployment settings instead)."""
+
+    max_attempts: int = 6
+    base_delay_s: float = 0.5
+    max_delay_s: float = 60.0
+
+    def delay(self, attempt: int, retry_after_s: float | None) -> float:
+        if retry_after_s is not None:
+            return min(retry_after_s, self.max_delay_s) * (1.0 + random.random() * 0.1)
+        backoff = min(self.max_delay_s, self.base_delay_s * (2 ** (attempt - 1)))
+        return backoff * (0.5 + random.random() / 2)  # jitter
+
+
+def headers_of(obj) -> dict[str, str]:
+    headers = getattr(getattr(obj, "response", obj), "headers", None)
+    if not headers:
+        return {}
+    return {k.lower(): v for k, v in headers.items()}
+
+
+@dataclass
+class Attempt:
+    """One HTTP attempt, classified.
+
+    kind: `ok`; `content_filter` (HELM's non-fatal result: `result` is the empty completion HELM
+    scores, never retried); `rate_limited` (429), `server_error` (5xx, 408, 409), `timeout`,
+    `connection` (transient: retried with back-off); `fatal` (this request is bad: 400, 422, ...);
+    `fatal_endpoint` (no request to this deployment can succeed: 401, 403, 404).
+    """
+
+    kind: str
+    result: dict | None = None
+    message: str = ""
+    status: int | None = None
+    retry_after_s: float | None = None
+    headers: dict[str, str] = field(default_factory=dict)  # rate-limit headers only
+    usage: dict | None = None
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        return (self.usage or {}).get("prompt_tokens")
+
+    @property
+    def completion_tokens(self) -> int | None:
+        return (self.usage or {}).get("completion_tokens")
+
+
+class RequestFailed(Exception):
+    def __init__(self, message: str, attempts: int):
+        super().__init__(message)
+        self.attempts = attempts
+
+
+_SECRET_LIKE = re.compile(r"(sk|pk|rk|key)-[A-Za-z0-9_\-\*\.]{4,}", re.IGNORECASE)
+_BEARER = re.compile(r"(?i)bearer\s+\S+")
+
+
+def redact(text: str, secret: str = "") -> str:
+    """Error texts without the key (nor anything key-shaped, nor Authorization values)."""
+    text = str(text)
+    if len(secret) >= 4:
+        text = text.replace(secret, "***")
+    text = _BEARER.sub("Bearer ***", text)
+    return _SECRET_LIKE.sub(lambda m: m.group(1) + "-***", text)

@@ -1,0 +1,22 @@
+-- Additive changes, applied to new and old files alike (old files keep working; old rows get NULLs).
+-- Executed by medhelm_core.store right after ddl/pipeline.sql.
+
+-- Token usage the API reported, the cost at the price then in force, and what the outcome was:
+-- `ok`, or `content_filter` (HELM's non-fatal empty completion, stored so it is not paid twice).
+ALTER TABLE completions ADD COLUMN IF NOT EXISTS prompt_tokens BIGINT;
+
+ALTER TABLE completions ADD COLUMN IF NOT EXISTS completion_tokens BIGINT;
+
+ALTER TABLE completions ADD COLUMN IF NOT EXISTS usage JSON;
+
+ALTER TABLE completions ADD COLUMN IF NOT EXISTS cost_usd DOUBLE;
+
+ALTER TABLE completions ADD COLUMN IF NOT EXISTS outcome VARCHAR;
+
+-- rate_limited / server_error / timeout / connection (retries exhausted), fatal, fatal_endpoint.
+ALTER TABLE completion_errors ADD COLUMN IF NOT EXISTS kind VARCHAR;
+
+-- Requests being asked right now, so that two processes never ask the same one: a claim whose
+-- owner process is gone (or silent for longer than the lease) is taken over.
+CREATE TABLE IF NOT EXISTS completion_claims (
+        request_key VARCHAR PRIMARY KEY, owner VARCHAR, heartbeat DOUBLE);

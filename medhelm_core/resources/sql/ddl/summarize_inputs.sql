@@ -1,0 +1,37 @@
+-- Input tables of the leaderboard SQL models (contract: medhelm_core/summarize/tables.py).
+-- Executed by medhelm_core.store when it first opens a file for writing (every statement is idempotent).
+
+CREATE TABLE IF NOT EXISTS runs (
+    suite VARCHAR NOT NULL,
+    run_name VARCHAR NOT NULL,
+    run_spec JSON NOT NULL,
+    scenario_metadata JSON,
+    run_path VARCHAR
+);
+
+CREATE TABLE IF NOT EXISTS run_stats (
+    suite VARCHAR NOT NULL,
+    run_name VARCHAR NOT NULL,
+    ordinal INTEGER NOT NULL,
+    name VARCHAR NOT NULL,
+    split VARCHAR,
+    sub_split VARCHAR,
+    perturbation JSON,
+    perturbation_name VARCHAR,
+    computed_on VARCHAR,
+    count BIGINT,
+    sum DOUBLE,
+    sum_squared DOUBLE,
+    min DOUBLE,
+    max DOUBLE,
+    mean DOUBLE,
+    variance DOUBLE,
+    stddev DOUBLE
+);
+
+CREATE TABLE IF NOT EXISTS summarize_target (
+    target VARCHAR NOT NULL,      -- release name (release mode) or suite name (suite mode)
+    mode VARCHAR NOT NULL,        -- 'suite' | 'release'
+    suite VARCHAR NOT NULL,
+    suite_pos INTEGER NOT NULL    -- position in --suites (0-based)
+);
