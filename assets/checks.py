@@ -6,7 +6,7 @@ import dagster as dg
 from assets.partitions import runs_partitions
 from assets.pipeline import annotations, completions, scores
 from assets.resources import MedhelmResource
-from medhelm_core.pipeline import RunRef
+from medhelm_core.run.workspace import RunRef
 
 
 @dg.asset_check(asset=completions, partitions_def=runs_partitions,

@@ -9,7 +9,9 @@ import time
 import warnings
 from pathlib import Path
 
+from medhelm_core.catalog import benchmark_paths_from_env
 from medhelm_core.errors import MedhelmError
+from medhelm_core.selections import RunSelection, SummarizeSelection, add_arguments, from_arguments
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
@@ -39,15 +41,13 @@ def _user_error(exc: BaseException) -> BaseException:
 
 def run_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="medhelm-run", description="Run MedHELM run entries (as helm-run does).")
-    parser.add_argument("--conf-paths", nargs="+", required=True, help="HELM run-entry .conf files")
-    parser.add_argument("--suite", required=True, help="name of this set of runs")
-    parser.add_argument("--max-eval-instances", type=int, required=True)
-    parser.add_argument("--num-train-trials", type=int, default=1)
-    parser.add_argument("--priority", type=int, default=None, help="run entries with priority <= this")
-    parser.add_argument("--models-to-run", nargs="+", default=None)
+    add_arguments(parser, RunSelection, required=("conf_paths", "suite", "max_eval_instances"))
     parser.add_argument("--output-path", "-o", default="benchmark_output")
     parser.add_argument("--local-path", default="prod_env", help="HELM prod_env (model_deployments.yaml, credentials.conf)")
     parser.add_argument("--num-threads", "-n", type=int, default=8)
+    parser.add_argument("--benchmark-path", action="append", default=list(benchmark_paths_from_env()), metavar="DIR",
+                        help="a benchmark folder of your own (or a folder of them), beside the built-in ones; "
+                             "repeatable (default: $MEDHELM_BENCHMARK_PATH)")
     parser.add_argument("--dry-run", action="store_true", help="print the run names and run nothing")
     parser.add_argument("--estimate-cost", action="store_true",
                         help="print the tokens and dollars the runs would cost (model and judge calls; stored "
@@ -64,10 +64,6 @@ def run_main(argv: list[str] | None = None) -> int:
     except MedhelmError as e:
         print(f"medhelm-run: error: {e}", file=sys.stderr)
         return 2
-    finally:
-        from medhelm_core.engine import CONTROLS
-
-        CONTROLS.budget = CONTROLS.progress_factory = None
 
 
 BUDGET_EXIT = 3  # stopped at --budget: everything paid is stored, rerun to continue
@@ -96,57 +92,60 @@ def _tqdm_factory(force: bool | None):
 
 
 def _run(args) -> int:
-    from medhelm_core import pipeline
+    from medhelm_core.run.entries import scenario_partitions
+    from medhelm_core.run.preflight import validate_runs
+    from medhelm_core.run.workspace import RunRef, Workspace
     from medhelm_core.conf.expand import expand_confs
 
-    ws = pipeline.Workspace(args.output_path, args.local_path, num_threads=args.num_threads)
-    entries = expand_confs(args.conf_paths, max_eval_instances=args.max_eval_instances,
-                                num_train_trials=args.num_train_trials, priority=args.priority,
-                                models_to_run=args.models_to_run, local_path=args.local_path)
+    ws = Workspace(args.output_path, args.local_path, num_threads=args.num_threads,
+                   benchmark_paths=tuple(args.benchmark_path))
+    selection = from_arguments(RunSelection, args)
+    entries = expand_confs(selection.conf_paths, max_eval_instances=selection.max_eval_instances,
+                           num_train_trials=selection.num_train_trials, priority=selection.priority,
+                           models_to_run=selection.models_to_run, local_path=args.local_path,
+                           run_spec_functions=ws.catalog.run_spec_functions)
     if args.dry_run:
         for _, spec in entries:
             print(spec["name"])
         return 0
     if args.estimate_cost:
-        from medhelm_core.estimate import estimate_runs, format_estimate
+        from medhelm_core.run.estimate import estimate_runs, format_estimate
 
         print(format_estimate(estimate_runs(ws, entries), budget=args.budget))
         return 0
     from medhelm_core.costs import Budget, BudgetExhausted
-    from medhelm_core.engine import CONTROLS
+    from medhelm_core.engine import RunControls
 
-    CONTROLS.budget = Budget(args.budget) if args.budget is not None else None
-    CONTROLS.progress_factory = _tqdm_factory(args.progress)
-    pipeline.validate_runs(ws, entries)
+    # One budget and one progress display for every run this invocation launches.
+    ws.controls = RunControls(budget=Budget(args.budget) if args.budget is not None else None,
+                              progress_factory=_tqdm_factory(args.progress))
+    validate_runs(ws, entries)
 
-    import dagster as dg
-
-    from assets.partitions import runs_partitions
-    from assets.pipeline import DATASET_ASSETS, PER_RUN_ASSETS, run_entries
+    from assets.definitions import defs
     from assets.resources import MedhelmResource
 
     instance = dagster_instance(args.output_path)
     resources = {"medhelm": MedhelmResource(output_path=str(args.output_path), local_path=str(args.local_path),
-                                            num_threads=args.num_threads)}
-    config = {"conf_paths": list(args.conf_paths), "suite": args.suite,
-              "max_eval_instances": args.max_eval_instances, "num_train_trials": args.num_train_trials,
-              "priority": args.priority, "models_to_run": args.models_to_run}
-    dg.materialize([run_entries], instance=instance, resources=resources,
-                   run_config={"ops": {"run_entries": {"config": config}}, **QUIET})
-    for tier, keys in pipeline.scenario_partitions(entries).items():
+                                            num_threads=args.num_threads, benchmark_paths=list(ws.benchmark_paths)),
+                 "run_controls": ws.controls}
+    config = selection.model_dump()
+    # The declared jobs of the code location, launched in this process with this invocation's resources.
+    defs.get_job_def("register_suite").execute_in_process(
+        instance=instance, resources=resources, run_config={"ops": {"run_entries": {"config": config}}, **QUIET})
+    for tier, keys in scenario_partitions(entries, ws.catalog).items():
         for key in keys:
             try:
-                dg.materialize([DATASET_ASSETS[tier]], instance=instance, resources=resources, partition_key=key,
-                               run_config=QUIET)
+                defs.get_job_def(f"build_{tier}_datasets").execute_in_process(
+                    instance=instance, resources=resources, partition_key=key, run_config=QUIET)
             except Exception as e:  # noqa: BLE001 - a dataset that cannot be built stops the suite
                 raise MedhelmError(f"dataset {key}: {_user_error(e)}") from None
     failures = []
-    runs = [pipeline.RunRef(args.suite, spec["name"]) for _, spec in entries]
+    runs = [RunRef(args.suite, spec["name"]) for _, spec in entries]
     for i, run in enumerate(runs, 1):
         start = time.time()
         try:
-            dg.materialize(PER_RUN_ASSETS, instance=instance, resources=resources,
-                           partition_key=run.partition_key, run_config=QUIET)
+            defs.get_job_def("run_layers").execute_in_process(
+                instance=instance, resources=resources, partition_key=run.partition_key, run_config=QUIET)
             print(f"[{i}/{len(runs)}] {run.run_name} ({time.time() - start:.1f}s)", file=sys.stderr)
         except Exception as e:  # noqa: BLE001 - report every failed run, as helm-run does, then exit non-zero
             err = _user_error(e)
@@ -162,20 +161,16 @@ def _run(args) -> int:
     if failures:
         print(f"medhelm-run: error: {len(failures)} of {len(runs)} runs failed", file=sys.stderr)
         return 1
-    assert runs_partitions  # partitions were registered by run_entries
     return 0
 
 
 def summarize_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="medhelm-summarize",
                                      description="Build the leaderboard tables (as helm-summarize does).")
-    parser.add_argument("--schema", "--schema-path", dest="schema_path", default=None)
-    parser.add_argument("--suite", default=None)
-    parser.add_argument("--suites", nargs="+", default=None)
-    parser.add_argument("--release", default=None)
+    add_arguments(parser, SummarizeSelection, defaults={"suite": None, "auto_generate_schema": False},
+                  aliases={"schema_path": ["--schema"]})
     parser.add_argument("--output-path", "-o", default="benchmark_output")
     parser.add_argument("--local-path", default="prod_env")
-    parser.add_argument("--auto-generate-schema", action="store_true")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     if bool(args.release) != bool(args.suites) or (args.suite and args.release):

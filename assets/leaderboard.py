@@ -1,28 +1,25 @@
-"""The leaderboard layer: the summarize target (suite or release + schema), one asset per `sql/*.sql`
-file (dependencies from its `-- depends_on:` header, SQL hash as code version), and HELM's files."""
+"""The leaderboard layer: the summarize target (suite or release + schema), one asset per SQL model
+(`sql/{staging,intermediate,marts}/<name>.sql`: dependencies from its `-- depends_on:` header, SQL hash
+as code version, description, columns and data-test asset checks from its sibling `<name>.yml`),
+and HELM's files."""
 import hashlib
 from pathlib import Path
-from typing import Optional
 
 import dagster as dg
 
 from assets.errors import user_errors
 
 from assets.resources import MedhelmResource
-from medhelm_core.summarize.sql_models import SQL_DIR, load_sql_models, parse_sql_model
+from medhelm_core.selections import SummarizeSelection
+from medhelm_core.summarize.sql_models import (SQL_DIR, ModelDoc, data_test_sql, load_model_doc, load_sql_models,
+                                               parse_sql_model, sql_model_files)
 
 RUN_LEVEL_INPUTS = {"runs", "run_stats"}  # written per run by the scores step
 ALL_RUNS = dg.AllPartitionMapping()
 
 
-class SummarizeConfig(dg.Config):
-    """helm-summarize's selection: `--suite S`, or `--release R --suites S1 S2 …`."""
-
-    suite: Optional[str] = "example"
-    suites: Optional[list[str]] = None
-    release: Optional[str] = None
-    schema_path: Optional[str] = None
-    auto_generate_schema: bool = True
+class SummarizeConfig(dg.Config, SummarizeSelection):
+    """helm-summarize's selection: `--suite S`, or `--release R --suites S1 S2 …` (`SummarizeSelection`)."""
 
 
 @dg.asset(group_name="leaderboard", kinds={"duckdb"},
@@ -43,6 +40,7 @@ def summarize_target(config: SummarizeConfig, medhelm: MedhelmResource) -> dg.Ma
 
 def _sql_asset(path: Path, model_names: set[str]) -> dg.AssetsDefinition:
     name, deps, sql = parse_sql_model(path)
+    doc = load_model_doc(path)
     asset_deps = []
     for d in deps:
         if d in model_names:
@@ -53,9 +51,13 @@ def _sql_asset(path: Path, model_names: set[str]) -> dg.AssetsDefinition:
             asset_deps.append(dg.AssetDep("summarize_target"))
     unique = {dep.asset_key: dep for dep in asset_deps}
 
+    layer = path.parent.name
+    columns = dg.TableSchema(columns=[dg.TableColumn(c.name, description=c.description or None) for c in doc.columns])
+
     @dg.asset(name=name, deps=list(unique.values()), group_name="leaderboard", kinds={"sql", "duckdb"},
-              code_version=hashlib.sha256(sql.encode()).hexdigest()[:12],
-              description=f"`sql/{path.name}`", metadata={"sql_file": dg.MetadataValue.path(str(path))})
+              code_version=hashlib.sha256(sql.encode()).hexdigest()[:12], tags={"layer": layer},
+              description=(doc.description + "\n\n" if doc.description else "") + f"`sql/{layer}/{path.name}`",
+              metadata={"sql_file": dg.MetadataValue.path(str(path)), "dagster/column_schema": columns})
     @user_errors
     def _asset(medhelm: MedhelmResource) -> dg.MaterializeResult:
         with medhelm.workspace().store.transaction() as conn:
@@ -73,8 +75,23 @@ def _sql_asset(path: Path, model_names: set[str]) -> dg.AssetsDefinition:
     return _asset
 
 
+def _data_test_check(doc: ModelDoc, column: str, test: str) -> dg.AssetChecksDefinition:
+    """A column's data test of the model's YAML (`not_null`, `unique`) as an asset check."""
+    @dg.asset_check(asset=doc.name, name=f"{column}_{test}", blocking=False,
+                    description=f"{doc.name}.{column}: {test.replace('_', ' ')} ({doc.layer}/{doc.name}.yml)")
+    def _check(medhelm: MedhelmResource) -> dg.AssetCheckResult:
+        with medhelm.workspace().store.connect(read_only=True) as conn:
+            bad = conn.execute(data_test_sql(doc.name, column, test)).fetchone()[0]
+        return dg.AssetCheckResult(passed=bad == 0, metadata={"failing_rows": bad})
+
+    return _check
+
+
+_FILES = sql_model_files(SQL_DIR)
 _MODELS = load_sql_models(SQL_DIR)
-SQL_ASSETS = [_sql_asset(SQL_DIR / f"{name}.sql", set(_MODELS)) for name in _MODELS]
+SQL_ASSETS = [_sql_asset(path, set(_MODELS)) for path in _FILES.values()]
+SQL_CHECKS = [_data_test_check(doc, c.name, t) for doc in map(load_model_doc, _FILES.values())
+              for c in doc.columns for t in c.tests]
 _SINKS = [n for n in _MODELS if not any(n in deps for deps, _ in _MODELS.values())]
 
 

@@ -1,26 +1,24 @@
 """Per-run layers as partitioned assets: datasets → requests → completions → annotations →
-instance_stats / run_stats → HELM run files. Each asset calls one `medhelm_core.pipeline` step."""
-from typing import Optional
+instance_stats / run_stats → HELM run files. Each asset calls one layer of `medhelm_core.run`."""
 
 import dagster as dg
 
 from assets.errors import user_errors
 
 from assets.partitions import runs_partitions, scenario_partitions
-from assets.resources import MedhelmResource
-from medhelm_core import pipeline
-from medhelm_core.pipeline import RunRef
+from assets.resources import MedhelmResource, RunControlsParam
+from medhelm_core.run import annotations as annotation_layer
+from medhelm_core.run import completions as completion_layer
+from medhelm_core.run import datasets as dataset_layer
+from medhelm_core.run import entries as entry_layer
+from medhelm_core.run import requests as request_layer
+from medhelm_core.run import scores as score_layer
+from medhelm_core.run.workspace import RunRef
+from medhelm_core.selections import RunSelection
 
 
-class RunEntriesConfig(dg.Config):
-    """helm-run's selection: which confs, which suite, how many instances."""
-
-    conf_paths: list[str] = ["conf/example.conf"]
-    suite: str = "example"
-    max_eval_instances: int = 10
-    num_train_trials: int = 1
-    priority: Optional[int] = None
-    models_to_run: Optional[list[str]] = None
+class RunEntriesConfig(dg.Config, RunSelection):
+    """helm-run's selection: which confs, which suite, how many instances (`RunSelection`)."""
 
 
 @dg.asset(group_name="conf", kinds={"duckdb"},
@@ -32,12 +30,13 @@ def run_entries(context: dg.AssetExecutionContext, config: RunEntriesConfig,
 
     ws = medhelm.workspace()
     entries = expand_confs(config.conf_paths, max_eval_instances=config.max_eval_instances,
-                                num_train_trials=config.num_train_trials, priority=config.priority,
-                                models_to_run=config.models_to_run, local_path=ws.local_path)
-    runs = pipeline.register_runs(ws, config.suite, entries)
+                           num_train_trials=config.num_train_trials, priority=config.priority,
+                           models_to_run=config.models_to_run, local_path=ws.local_path,
+                           run_spec_functions=ws.catalog.run_spec_functions)
+    runs = entry_layer.register_runs(ws, config.suite, entries)
     keys = [r.partition_key for r in runs]
     context.instance.add_dynamic_partitions(runs_partitions.name, keys)
-    datasets_by_tier = pipeline.scenario_partitions(entries)
+    datasets_by_tier = entry_layer.scenario_partitions(entries, ws.catalog)
     for tier, scenario_keys in datasets_by_tier.items():
         if scenario_keys:
             context.instance.add_dynamic_partitions(scenario_partitions[tier].name, scenario_keys)
@@ -58,7 +57,7 @@ def _dataset_asset(tier: str) -> dg.AssetsDefinition:
                           "when the spec or the bytes of its data files change.")
     @user_errors
     def _asset(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
-        info = pipeline.build_dataset(medhelm.workspace(), context.partition_key)
+        info = dataset_layer.build_dataset(medhelm.workspace(), context.partition_key)
         return dg.MaterializeResult(
             metadata={"dagster/row_count": info["num_instances"], "tier": info["tier"],
                       "content_hash": info["content_hash"], "rebuilt": info["built"]},
@@ -67,7 +66,7 @@ def _dataset_asset(tier: str) -> dg.AssetsDefinition:
     return _asset
 
 
-DATASET_ASSETS = {tier: _dataset_asset(tier) for tier in pipeline.TIERS}
+DATASET_ASSETS = {tier: _dataset_asset(tier) for tier in entry_layer.TIERS}
 
 
 @dg.asset(group_name="requests", partitions_def=runs_partitions, kinds={"duckdb"},
@@ -75,7 +74,7 @@ DATASET_ASSETS = {tier: _dataset_asset(tier) for tier in pipeline.TIERS}
           description="Prompts sent to the model: seed-0 sampling over valid+test, HELM's prompt layout.")
 @user_errors
 def requests(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
-    info = pipeline.build_requests(medhelm.workspace(), _run(context))
+    info = request_layer.build_requests(medhelm.workspace(), _run(context))
     return dg.MaterializeResult(metadata={"dagster/row_count": info["num_requests"]},
                                 data_version=dg.DataVersion(info["digest"]))
 
@@ -84,9 +83,10 @@ def requests(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.
           pool="llm_api",
           description="Model answers, content-addressed by (deployment, request): only missing ones are requested.")
 @user_errors
-def completions(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
-    ws, run = medhelm.workspace(), _run(context)
-    report = pipeline.run_completions(ws, run)
+def completions(context: dg.AssetExecutionContext, medhelm: MedhelmResource,
+                run_controls: RunControlsParam) -> dg.MaterializeResult:
+    ws, run = medhelm.workspace(run_controls), _run(context)
+    report = completion_layer.run_completions(ws, run)
     return dg.MaterializeResult(metadata={**_engine_metadata(report), **_run_cost_metadata(ws, run, "model")})
 
 
@@ -94,9 +94,10 @@ def completions(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> 
           deps=[completions], pool="llm_api",
           description="LLM-jury annotations as HELM stores them, and a verdict per judge with an explicit status.")
 @user_errors
-def annotations(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
-    ws, run = medhelm.workspace(), _run(context)
-    info = pipeline.run_annotations(ws, run)
+def annotations(context: dg.AssetExecutionContext, medhelm: MedhelmResource,
+                run_controls: RunControlsParam) -> dg.MaterializeResult:
+    ws, run = medhelm.workspace(run_controls), _run(context)
+    info = annotation_layer.run_annotations(ws, run)
     return dg.MaterializeResult(metadata={"annotated": info["annotated"], "judge_calls_new": info["judge_calls_new"],
                                           "judge_calls_reused": info["judge_calls_reused"],
                                           "verdicts": dg.MetadataValue.json(info["statuses"]),
@@ -136,8 +137,8 @@ def _run_cost_metadata(ws, run, kind: str) -> dict:
 def scores(context: dg.AssetExecutionContext, medhelm: MedhelmResource):
     ws = medhelm.workspace()
     run = _run(context)
-    computed = pipeline.compute_stats(ws, run)
-    directory = pipeline.write_files(ws, run, computed)
+    computed = score_layer.compute_stats(ws, run)
+    directory = score_layer.write_files(ws, run, computed)
     yield dg.MaterializeResult(asset_key="instance_stats",
                                metadata={"dagster/row_count": computed["per_instance_rows"],
                                          "instances": computed["instances"]})

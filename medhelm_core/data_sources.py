@@ -34,6 +34,7 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -48,7 +49,10 @@ SOURCES_FILE = "SOURCES.json"
 GITHUB_LISTING_LIMIT = 1000
 HF_PARQUET_EXPORT = "refs/convert/parquet"
 
-_cache_root: Path | None = None
+# Where online downloads are cached: `<output-path>/scenarios` inside a workspace's data scope
+# (`cache_rooted`, which each run layer enters), else this default.
+DEFAULT_CACHE_ROOT = Path("benchmark_output") / "scenarios"
+_CACHE_ROOT: ContextVar[Path | None] = ContextVar("medhelm_scenario_cache_root", default=None)
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -63,14 +67,19 @@ def mirror_root() -> Path | None:
     return root
 
 
-def set_cache_root(path: str | os.PathLike) -> None:
-    """Where online downloads are cached (the Workspace sets `<output-path>/scenarios`)."""
-    global _cache_root
-    _cache_root = Path(path)
+@contextlib.contextmanager
+def cache_rooted(path: str | os.PathLike) -> Iterator[None]:
+    """Cache online downloads under `path` for what runs inside (this thread or task only)."""
+    token = _CACHE_ROOT.set(Path(path))
+    try:
+        yield
+    finally:
+        _CACHE_ROOT.reset(token)
 
 
 def cache_root() -> Path:
-    return _cache_root if _cache_root is not None else Path("benchmark_output") / "scenarios"
+    root = _CACHE_ROOT.get()
+    return root if root is not None else DEFAULT_CACHE_ROOT
 
 
 def hf_dir_name(path: str, config: str | None) -> str:

@@ -38,6 +38,7 @@ from typing import Any, Callable, Protocol
 
 from medhelm_core import journal, owners, ratelimit
 from medhelm_core.clients.base import Attempt, RequestFailed
+from medhelm_core.costs import record_prices
 from medhelm_core.ratelimit import (CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, TRANSIENT, DeploymentSettings,
                                     backoff_delay, limiter_for)
 from medhelm_core.errors import MedhelmError
@@ -96,14 +97,12 @@ ProgressFactory = Callable[[str, int, int], ProgressHandle]  # (label, to do, re
 
 @dataclass
 class RunControls:
-    """Process-wide controls a command line sets for every engine it causes to run (Dagster
-    materializations run in-process): the invocation's budget and its progress display."""
+    """What one invocation shares across every engine it runs: its budget (spent across runs) and
+    its progress display. The command line makes one and hands it to the Dagster materializations
+    it launches as the `run_controls` resource; the Workspace passes it to each engine."""
 
     budget: Any = None  # costs.Budget
     progress_factory: ProgressFactory | None = None
-
-
-CONTROLS = RunControls()
 
 
 @dataclass
@@ -194,8 +193,6 @@ class CompletionEngine:
         recovered: list = []
         with self.store.transaction() as conn:
             if prices:
-                from medhelm_core.costs import record_prices
-
                 record_prices(conn, prices)
             held = conn.execute(
                 "SELECT DISTINCT owner, max(heartbeat) FROM completion_claims"

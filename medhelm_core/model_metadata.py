@@ -19,7 +19,7 @@ from typing import Iterable, Optional
 import duckdb
 import yaml
 
-from medhelm_core.resources import DEFAULT_MODEL_METADATA_PATH  # noqa: F401  (re-exported)
+from medhelm_core.resources import DEFAULT_MODEL_METADATA_PATH, ddl  # noqa: F401  (DEFAULT_MODEL_METADATA_PATH: re-exported)
 
 MODEL_FIELDS = ["name", "display_name", "description", "creator_organization_name", "access", "release_date",
                 "num_parameters"]
@@ -61,18 +61,9 @@ def load_model_registry(paths: Iterable[str | Path]) -> ModelRegistry:
     return reg
 
 
-MODEL_DDL = [
-    """CREATE TABLE IF NOT EXISTS model_metadata (
-        model_pos INTEGER, name VARCHAR, display_name VARCHAR, description VARCHAR,
-        creator_organization_name VARCHAR, access VARCHAR, release_date VARCHAR, num_parameters BIGINT)""",
-    """CREATE TABLE IF NOT EXISTS model_deployments (name VARCHAR, model_name VARCHAR)""",
-]
-
-
 def model_metadata_to_tables(conn: duckdb.DuckDBPyConnection, registry: ModelRegistry) -> None:
     """(Re)write the `model_metadata` and `model_deployments` tables from a registry."""
-    for ddl in MODEL_DDL:
-        conn.execute(ddl)
+    conn.execute(ddl("model_metadata"))
     conn.execute("DELETE FROM model_metadata")
     conn.execute("DELETE FROM model_deployments")
     rows = [(i, *(m[k] for k in MODEL_FIELDS)) for i, m in enumerate(registry.models.values())]

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from medhelm_core.run.scores import stored_run_outputs
+from medhelm_core.run.workspace import RunRef
 from medhelm_core.helm_files import run_dir, write_display_files
+from medhelm_core.summarize.write import write_summarize_outputs
 
 
 def write_leaderboard_files(ws) -> dict:
-    from medhelm_core import pipeline
-    from medhelm_core.summarize.write import write_summarize_outputs
-
     with ws.store.connect() as conn:
         base = Path(write_summarize_outputs(conn, str(ws.output_path)))
         runs = conn.execute(
@@ -20,8 +20,8 @@ def write_leaderboard_files(ws) -> dict:
             " ORDER BY ALL").fetchall()
     schema = json.loads((base / "schema.json").read_text(encoding="utf-8"))
     for suite, run_name in runs:
-        run = pipeline.RunRef(suite, run_name)
-        computed = pipeline.stored_run_outputs(ws, run)
+        run = RunRef(suite, run_name)
+        computed = stored_run_outputs(ws, run)
         write_display_files(run_dir(ws.output_path, suite, run_name), computed["run_spec"],
                             computed["request_states"], computed["per_instance_stats"], schema)
     return {"directory": str(base), "runs_with_display_files": len(runs),

@@ -54,10 +54,11 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from medhelm_core.conf.run_entries import parse_hocon
 from medhelm_core.errors import MedhelmError
+from medhelm_core.resources import HELM_CONFIG_DIR
 
 log = logging.getLogger(__name__)
 
-BUILTIN_CONFIG_DIR = Path(__file__).resolve().parent
+BUILTIN_CONFIG_DIR = HELM_CONFIG_DIR
 MODEL_METADATA_FILE = "model_metadata.yaml"
 TOKENIZER_CONFIGS_FILE = "tokenizer_configs.yaml"
 MODEL_DEPLOYMENTS_FILE = "model_deployments.yaml"

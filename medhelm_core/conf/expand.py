@@ -54,6 +54,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
 
+from medhelm_core.catalog import default_catalog
 from medhelm_core.conf.deployments import DEFAULT_LOCAL_PATH, ModelRegistry, load_model_registry
 from medhelm_core.conf.description import parse_description, split_expander_args
 from medhelm_core.conf.entry_files import read_run_entries
@@ -586,10 +587,7 @@ def alter_run_spec(run_spec: RunSpecDict, registry: ModelRegistry) -> RunSpecDic
 def _resolve_functions(run_spec_functions: Optional[Mapping[str, Callable[..., dict]]]) -> Mapping[str, Callable]:
     if run_spec_functions is not None:
         return run_spec_functions
-    from medhelm_core import registry as reg
-
-    reg.load_all()
-    return reg.RUN_SPEC_FUNCTIONS
+    return default_catalog().run_spec_functions
 
 
 def _call_run_spec_function(fn: Callable[..., dict], name: str, args: dict[str, Any]) -> RunSpecDict:
@@ -655,7 +653,7 @@ def run_entries_to_run_specs(
     """HELM's `run_entries_to_run_specs`; returns (entry, RunSpec dict) in helm-run order.
 
     `registry` defaults to the built-in configs plus `./prod_env` (helm-run's default
-    `--local-path`); `run_spec_functions` defaults to `medhelm_core.registry.RUN_SPEC_FUNCTIONS`.
+    `--local-path`); `run_spec_functions` defaults to the default catalog's (`medhelm_core.catalog`).
     Run specs are neither sorted nor de-duplicated (HELM's Runner runs them in this order, and a
     repeated name simply writes the same run directory again).
     """

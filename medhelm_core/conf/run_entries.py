@@ -27,8 +27,7 @@ from __future__ import annotations
 import bisect
 import logging
 import re
-from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 

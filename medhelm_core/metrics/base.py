@@ -9,15 +9,15 @@
   (first-seen order), `derive_stats` and `derive_per_instance_stats` are added per context, then
   the worst-case copies (`compute_worst_case_metrics`), and each trial stat is reduced with
   `take_mean()` and merged across trials.
-* `METRICS` is the registry keyed by HELM's metric `class_name`; `create_metric(spec)` builds a
-  metric from a run spec's `{"class_name", "args"}`.
+* `@helm_metric(class_name)` marks an implementation of a HELM metric class; `metric_table(modules)`
+  collects the marked ones and `create_metric(spec, table)` builds a run spec's `{"class_name", "args"}`.
 """
 from __future__ import annotations
 
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from medhelm_core.errors import MedhelmError
 from medhelm_core.metrics.stat import (
@@ -288,33 +288,47 @@ def compute_worst_case_metrics(instances: list[dict[str, Any]], results: list[li
 
 
 # ----------------------------------------------------------------------------------------------
-# Registry
+# Metric classes by HELM class_name (no registry: tables are collected from marked factories)
 # ----------------------------------------------------------------------------------------------
 MetricFactory = Callable[..., MetricInterface]
-METRICS: dict[str, MetricFactory] = {}
+MetricTable = Mapping[str, MetricFactory]
+HELM_METRIC_ATTRIBUTE = "__medhelm_metric__"
 
 
-def register_metric(*class_names: str) -> Callable[[MetricFactory], MetricFactory]:
-    """Register a metric class under one or more HELM `class_name`s (full dotted path)."""
+def helm_metric(*class_names: str) -> Callable[[MetricFactory], MetricFactory]:
+    """Mark a metric class (or factory) as the implementation of these HELM `class_name`s (full
+    dotted path); `metric_table(modules)` collects the marked factories of some modules."""
 
-    def register(factory: MetricFactory) -> MetricFactory:
-        for class_name in class_names:
-            if class_name in METRICS:
-                raise RuntimeError(f"metric {class_name!r} registered twice")
-            METRICS[class_name] = factory
+    def mark(factory: MetricFactory) -> MetricFactory:
+        setattr(factory, HELM_METRIC_ATTRIBUTE, tuple(class_names))
         return factory
 
-    return register
+    return mark
 
 
-def create_metric(spec: dict[str, Any]) -> MetricInterface:
-    """Build the metric for a run spec's MetricSpec `{"class_name", "args"}`."""
+def metric_table(modules: Iterable[Any]) -> dict[str, MetricFactory]:
+    """HELM class_name -> factory, for the factories marked `@helm_metric` in these modules."""
+    table: dict[str, MetricFactory] = {}
+    for module in modules:
+        for value in vars(module).values():
+            # Only what the module defines (not what it imported), so a re-export is not a second definition.
+            if getattr(value, "__module__", None) != module.__name__:
+                continue
+            for class_name in getattr(value, HELM_METRIC_ATTRIBUTE, ()):
+                if class_name in table and table[class_name] is not value:
+                    raise MetricError(f"metric {class_name!r} is defined twice ({module.__name__})")
+                table[class_name] = value
+    return table
+
+
+def create_metric(spec: dict[str, Any], metrics: MetricTable) -> MetricInterface:
+    """Build the metric for a run spec's MetricSpec `{"class_name", "args"}` from a metric table."""
     class_name = spec.get("class_name")
-    factory = METRICS.get(class_name)  # type: ignore[arg-type]
+    factory = metrics.get(class_name)  # type: ignore[arg-type]
     if factory is None:
         raise MetricError(
             f"unknown metric class_name {class_name!r} in the run spec's metric_specs "
-            f"(implemented: {', '.join(sorted(METRICS))})"
+            f"(implemented: {', '.join(sorted(metrics))})"
         )
     try:
         return factory(**(spec.get("args") or {}))

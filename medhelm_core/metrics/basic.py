@@ -33,7 +33,7 @@ from medhelm_core.metrics.base import (
     context_key,
     instance_context,
     instance_key,
-    register_metric,
+    helm_metric,
     unique_stat_by_name,
 )
 from medhelm_core.metrics.reference_metrics import compute_reference_metrics
@@ -219,7 +219,7 @@ def compute_calibration_metrics(per_instance_stats: dict[tuple, list[Stat]]) -> 
     return stats
 
 
-@register_metric("helm.benchmark.metrics.basic_metrics.BasicGenerationMetric")
+@helm_metric("helm.benchmark.metrics.basic_metrics.BasicGenerationMetric")
 class BasicGenerationMetric(Metric):
     def __init__(self, names: list[str]):
         self.names = list(names)
@@ -251,7 +251,7 @@ def _check_result(request_state: dict[str, Any]) -> None:
         )
 
 
-@register_metric("helm.benchmark.metrics.basic_metrics.BasicReferenceMetric")
+@helm_metric("helm.benchmark.metrics.basic_metrics.BasicReferenceMetric")
 class BasicReferenceMetric(MetricInterface):
     """Per-reference requests only (multiple_choice_separate_*), absent from MedHELM."""
 
@@ -265,7 +265,7 @@ class BasicReferenceMetric(MetricInterface):
         return MetricResult([], [])
 
 
-@register_metric("helm.benchmark.metrics.basic_metrics.InstancesPerSplitMetric")
+@helm_metric("helm.benchmark.metrics.basic_metrics.InstancesPerSplitMetric")
 class InstancesPerSplitMetric(MetricInterface):
     def evaluate(self, ctx: EvalContext) -> MetricResult:
         global_stats: dict[tuple, Stat] = {}

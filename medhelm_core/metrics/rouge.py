@@ -10,7 +10,7 @@ stemmer that `use_stemmer=True` builds), memoised. The scores use rouge_score's 
 * F = 2PR / (P + R), or 0.0 when P + R == 0.
 
 The LCS length is computed with a bit-parallel algorithm (exact; rouge_score's quadratic
-pure-Python table is the bottleneck on long clinical notes). `tests/test_metrics.py` checks the
+pure-Python table is the bottleneck on long clinical notes). `tests/metrics/test_metrics.py` checks the
 results against `RougeScorer` itself.
 """
 from __future__ import annotations

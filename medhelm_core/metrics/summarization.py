@@ -22,7 +22,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Sequence
 
-from medhelm_core.metrics.base import EvalContext, Metric, MetricError, register_metric
+from medhelm_core.metrics.base import EvalContext, Metric, MetricError, helm_metric
 from medhelm_core.metrics.rouge import rouge_fmeasures
 from medhelm_core.metrics.stat import Stat, metric_name
 
@@ -125,7 +125,7 @@ def rouge_scores(refs: list[str], pred: str) -> dict[str, float]:
     return {name: best[name] for name in ("rouge_1", "rouge_2", "rouge_l")}
 
 
-@register_metric("helm.benchmark.metrics.summarization_metrics.SummarizationMetric")
+@helm_metric("helm.benchmark.metrics.summarization_metrics.SummarizationMetric")
 class SummarizationMetric(Metric):
     def __init__(
         self,

@@ -36,6 +36,7 @@ from medhelm_core.store import Store, in_transaction
 
 from .rows import insert_json_rows, sql_str
 from .source import ObjectInfo, Source, decode_bytes, is_gzip
+from .leaderboard import store_published_cells
 from .tables import STAT_STRUCT, ensure_published_tables
 
 DOC_FILES = {"summary.json": "summary", "schema.json": "schema", "groups.json": "groups",
@@ -374,8 +375,6 @@ class Importer:
                      "VALUES (?, ?, ?, ?, ?, ?, ?)",
                      [listing.target, listing.mode, uri, listing.suites, [self.local_suite(s) for s in listing.suites],
                       str(listing.summary.get("date") or ""), report.data_version])
-        from .leaderboard import store_published_cells
-
         store_published_cells(conn, listing.target)
         return total
 

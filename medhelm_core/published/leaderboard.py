@@ -26,6 +26,14 @@ import duckdb
 from medhelm_core.errors import MedhelmError
 from medhelm_core.store import Store, in_transaction
 
+from medhelm_core.model_metadata import (DEFAULT_MODEL_METADATA_PATH, ModelRegistry, load_model_registry,
+                                         model_metadata_to_tables)
+from medhelm_core.summarize.kept import keep_target_tables
+from medhelm_core.summarize.schema import DEFAULT_SCHEMA_PATH, fix_up_schema, load_schema, normalize_schema, schema_to_tables
+from medhelm_core.summarize.sql_models import load_sql_models, run_sql_models
+from medhelm_core.summarize.tables import ensure_input_tables, set_summarize_target
+from medhelm_core.summarize.write import build_group_tables, write_summarize_outputs
+
 from .rows import insert_json_rows
 from .tables import ensure_published_tables
 
@@ -116,8 +124,6 @@ def store_published_cells(conn, target: str) -> int:
 def registry_from_schema(schema_json: dict):
     """The model registry a release was summarized with, as far as its schema.json tells: the
     `models` list (registry order, used models only)."""
-    from medhelm_core.model_metadata import ModelRegistry
-
     reg = ModelRegistry()
     for m in schema_json.get("models") or []:
         reg.models[m["name"]] = {
@@ -144,13 +150,6 @@ def rebuild_target(conn: duckdb.DuckDBPyConnection, target: str, output_dir: Opt
     """Summarize an imported target with our SQL models in a scratch database (the store's working
     leaderboard tables are left alone; the rebuilt ones are kept under `leaderboard.*` keyed by the
     target); optionally write HELM's files under `output_dir`."""
-    from medhelm_core.model_metadata import load_model_registry, model_metadata_to_tables
-    from medhelm_core.summarize.schema import DEFAULT_SCHEMA_PATH, fix_up_schema, normalize_schema, schema_to_tables
-    from medhelm_core.summarize.kept import keep_target_tables
-    from medhelm_core.summarize.sql_models import load_sql_models, run_sql_models
-    from medhelm_core.summarize.tables import ensure_input_tables, set_summarize_target
-    from medhelm_core.summarize.write import build_group_tables, write_summarize_outputs
-
     start = time.time()
     ensure_published_tables(conn)
     info = conn.execute("SELECT mode, local_suites FROM published_targets WHERE target = ?", [target]).fetchone()
@@ -179,9 +178,6 @@ def rebuild_target(conn: duckdb.DuckDBPyConnection, target: str, output_dir: Opt
             schema = normalize_schema(raw)
             registry = registry_from_schema(raw)
         else:   # a suite that was never summarized: our schema and model list
-            from medhelm_core.summarize.schema import load_schema
-            from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH
-
             schema = load_schema(DEFAULT_SCHEMA_PATH)
             registry = load_model_registry([DEFAULT_MODEL_METADATA_PATH])
         schema = fix_up_schema(schema, conn)

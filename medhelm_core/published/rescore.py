@@ -16,7 +16,10 @@ from typing import Callable, Optional
 
 import pandas as pd
 
+from medhelm_core.catalog import Catalog, default_catalog
+from medhelm_core.conf.deployments import load_model_registry
 from medhelm_core.errors import MedhelmError
+from medhelm_core.metrics.evaluate import evaluate_run
 from medhelm_core.store import Store, in_transaction
 
 from .tables import ensure_published_tables
@@ -87,17 +90,14 @@ def _tokenizer(registry, deployment: Optional[str]) -> tuple[Optional[str], Opti
 
 
 def rescore_target(store: Store, target: str, local_path: Optional[str] = "prod_env",
-                   progress: Optional[Callable[[str], None]] = None) -> RescoreSummary:
-    from medhelm_core.metrics import METRICS
-    from medhelm_core.metrics.evaluate import evaluate_run
+                   progress: Optional[Callable[[str], None]] = None, catalog: Optional[Catalog] = None) -> RescoreSummary:
+    metrics = (catalog or default_catalog()).metrics
 
     start = time.time()
     say = progress or (lambda m: None)
     summary = RescoreSummary(target)
     registry = None
     if local_path is not None:
-        from medhelm_core.conf.deployments import load_model_registry
-
         try:
             registry = load_model_registry(local_path)
         except Exception:  # noqa: BLE001 - tokenizers then unknown; reported per run
@@ -116,16 +116,16 @@ def rescore_target(store: Store, target: str, local_path: Optional[str] = "prod_
         notes: dict[tuple[str, str], str] = {}
         for i, (suite, run_name, spec_text) in enumerate(runs, 1):
             spec = json.loads(spec_text)
-            missing = [m["class_name"] for m in spec.get("metric_specs", []) if m["class_name"] not in METRICS]
+            missing = [m["class_name"] for m in spec.get("metric_specs", []) if m["class_name"] not in metrics]
             tok, tok_err = _tokenizer(registry, (spec.get("adapter_spec") or {}).get("model_deployment"))
-            run_spec = dict(spec, metric_specs=[m for m in spec.get("metric_specs", []) if m["class_name"] in METRICS])
+            run_spec = dict(spec, metric_specs=[m for m in spec.get("metric_specs", []) if m["class_name"] in metrics])
             note = []
             if missing:
                 note.append("metric classes not implemented here: " + ", ".join(sorted(set(missing))))
             if tok_err:
                 note.append(f"tokenizer unknown ({tok_err})")
             try:
-                per_instance, stats = evaluate_run(run_spec, _states(conn, suite, run_name), tok)
+                per_instance, stats = evaluate_run(run_spec, _states(conn, suite, run_name), tok, metrics)
             except Exception as e:  # noqa: BLE001 - one run's failure is reported, the others go on
                 summary.runs_skipped[f"{suite}/{run_name}"] = f"{type(e).__name__}: {e}"[:300]
                 continue

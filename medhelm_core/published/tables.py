@@ -9,90 +9,13 @@ from __future__ import annotations
 
 import duckdb
 
+from medhelm_core.resources import ddl
+
+# The type of one stat in per_instance_stats.json as read_json sees it (also in sql/ddl/published.sql).
 STAT_STRUCT = ("STRUCT(name STRUCT(name VARCHAR, split VARCHAR, sub_split VARCHAR, perturbation JSON), "
                "count BIGINT, sum DOUBLE, sum_squared DOUBLE, min DOUBLE, max DOUBLE, mean DOUBLE, "
                "variance DOUBLE, stddev DOUBLE)")
 
-STAT_VALUE_COLUMNS = """count BIGINT, sum DOUBLE, sum_squared DOUBLE, min DOUBLE, max DOUBLE, mean DOUBLE,
-        variance DOUBLE, stddev DOUBLE"""
-
-DDL = [
-    # The manifest: one row per object ever fetched, with the version it had. An object whose
-    # (version, size) is unchanged is not fetched again.  status: ok | corrupt.
-    """CREATE TABLE IF NOT EXISTS published_objects (
-        source VARCHAR NOT NULL, key VARCHAR NOT NULL, kind VARCHAR, version VARCHAR, size BIGINT,
-        status VARCHAR, error VARCHAR, fetched_at TIMESTAMP DEFAULT current_timestamp,
-        PRIMARY KEY (source, key))""",
-    """CREATE TABLE IF NOT EXISTS published_targets (
-        target VARCHAR PRIMARY KEY, mode VARCHAR, source VARCHAR, suites VARCHAR[], local_suites VARCHAR[],
-        date VARCHAR, data_version VARCHAR, imported_at TIMESTAMP DEFAULT current_timestamp)""",
-    """CREATE TABLE IF NOT EXISTS published_suites (
-        suite VARCHAR PRIMARY KEY, local_suite VARCHAR, source VARCHAR, runs INTEGER,
-        imported_at TIMESTAMP DEFAULT current_timestamp)""",
-    # summary.json, schema.json, groups.json, runs_to_run_suites.json, groups/<group>.json as published
-    """CREATE TABLE IF NOT EXISTS published_documents (
-        target VARCHAR, name VARCHAR, key VARCHAR, content JSON, PRIMARY KEY (target, name))""",
-    """CREATE TABLE IF NOT EXISTS published_runs (
-        suite VARCHAR, run_name VARCHAR, spec_name VARCHAR, model VARCHAR, model_deployment VARCHAR,
-        groups VARCHAR[], run_spec JSON, run_path VARCHAR, PRIMARY KEY (suite, run_name))""",
-    f"""CREATE TABLE IF NOT EXISTS published_run_stats (
-        suite VARCHAR, run_name VARCHAR, ordinal INTEGER, name VARCHAR, split VARCHAR, sub_split VARCHAR,
-        perturbation JSON, perturbation_name VARCHAR, computed_on VARCHAR, {STAT_VALUE_COLUMNS})""",
-    # per_instance_stats.json, one row per entry with its stats as a list (5x faster to load than
-    # one row per stat); the view published_instance_stats below has one row per stat.
-    f"""CREATE TABLE IF NOT EXISTS published_instance_entries (
-        suite VARCHAR, run_name VARCHAR, entry_pos INTEGER, instance_id VARCHAR, train_trial_index INTEGER,
-        instance_perturbation JSON, stats {STAT_STRUCT}[])""",
-    """CREATE VIEW IF NOT EXISTS published_instance_stats AS
-        SELECT suite, run_name, entry_pos, instance_id, train_trial_index, instance_perturbation,
-               CAST(ordinal AS INTEGER) AS ordinal, st.name.name AS name, st.name.split AS split,
-               st.name.sub_split AS sub_split, st.name.perturbation AS perturbation,
-               st.name.perturbation ->> 'name' AS perturbation_name, st.count AS count, st.sum AS sum,
-               st.sum_squared AS sum_squared, st.min AS min, st.max AS max, st.mean AS mean,
-               st.variance AS variance, st.stddev AS stddev
-        FROM (SELECT *, generate_subscripts(stats, 1) - 1 AS ordinal, unnest(stats) AS st
-              FROM published_instance_entries)""",
-    # scenario_state.json: one row per request state, as published (completions and judge annotations
-    # inside); the views published_completions and published_annotations take them apart.
-    """CREATE TABLE IF NOT EXISTS published_request_states (
-        suite VARCHAR, run_name VARCHAR, position INTEGER, instance JSON, reference_index INTEGER,
-        request_mode VARCHAR, train_trial_index INTEGER, output_mapping JSON, request JSON, result JSON,
-        num_train_instances INTEGER, prompt_truncated BOOLEAN, num_conditioning_tokens INTEGER, annotations JSON)""",
-    """CREATE VIEW IF NOT EXISTS published_completions AS
-        SELECT suite, run_name, position, instance ->> 'id' AS instance_id, instance ->> 'split' AS split,
-               train_trial_index, reference_index, request_mode, request ->> 'model_deployment' AS model_deployment,
-               request ->> 'prompt' AS prompt, result -> '$.completions[0]' ->> 'text' AS completion,
-               CAST(result ->> 'success' AS BOOLEAN) AS success, instance, output_mapping, request, result,
-               num_train_instances, prompt_truncated, num_conditioning_tokens
-        FROM published_request_states""",
-    """CREATE VIEW IF NOT EXISTS published_annotations AS
-        SELECT suite, run_name, position, instance_id, annotator, annotations -> ('$."' || annotator || '"') AS annotation
-        FROM (SELECT suite, run_name, position, instance ->> 'id' AS instance_id, annotations,
-                     unnest(json_keys(annotations)) AS annotator
-              FROM published_request_states WHERE json_type(annotations) = 'OBJECT')""",
-    # Every cell of every table of releases/<R>/groups/<group>.json (or runs/<S>/groups/...), as published.
-    """CREATE TABLE IF NOT EXISTS published_leaderboard_cells (
-        target VARCHAR, group_name VARCHAR, table_pos INTEGER, table_name VARCHAR, table_title VARCHAR,
-        row_pos INTEGER, row_name VARCHAR, model_deployment VARCHAR, model VARCHAR, col_idx INTEGER,
-        column_name VARCHAR, metric VARCHAR, run_group VARCHAR, perturbation VARCHAR, is_aggregate BOOLEAN,
-        value DOUBLE, description VARCHAR, run_count BIGINT, bold BOOLEAN, run_spec_names VARCHAR[])""",
-    # What the last import of a target could not use: corrupt objects and missing stats/run specs.
-    """CREATE TABLE IF NOT EXISTS published_problems (
-        target VARCHAR, key VARCHAR, uri VARCHAR, problem VARCHAR, message VARCHAR)""",
-    """CREATE TABLE IF NOT EXISTS leaderboard_comparison (
-        release VARCHAR, group_name VARCHAR, table_pos INTEGER, table_name VARCHAR, table_title VARCHAR,
-        row_pos INTEGER, row_name VARCHAR, model_deployment VARCHAR, model VARCHAR, col_idx INTEGER,
-        column_name VARCHAR, metric VARCHAR, run_group VARCHAR, is_aggregate BOOLEAN,
-        published_value DOUBLE, rebuilt_value DOUBLE, abs_diff DOUBLE, equal BOOLEAN,
-        published_count BIGINT, rebuilt_count BIGINT, cause VARCHAR)""",
-    # A cell empty on both sides is `equal` but says nothing: counted apart from the valued cells.
-    "ALTER TABLE leaderboard_comparison ADD COLUMN IF NOT EXISTS both_missing BOOLEAN",
-    """CREATE TABLE IF NOT EXISTS rescore_comparison (
-        suite VARCHAR, run_name VARCHAR, level VARCHAR, instance_id VARCHAR, train_trial_index INTEGER,
-        name VARCHAR, split VARCHAR, sub_split VARCHAR, perturbation_name VARCHAR, occurrence INTEGER,
-        published_count BIGINT, rescored_count BIGINT, published_sum DOUBLE, rescored_sum DOUBLE,
-        published_mean DOUBLE, rescored_mean DOUBLE, abs_diff DOUBLE, equal BOOLEAN, cause VARCHAR)""",
-]
 
 TABLE_DOCS = {
     "published_objects": "import manifest: source, key, kind, version, size, status (ok/corrupt), error",
@@ -114,5 +37,5 @@ TABLE_DOCS = {
 
 
 def ensure_published_tables(conn: duckdb.DuckDBPyConnection) -> None:
-    for ddl in DDL:
-        conn.execute(ddl)
+    """Create the tables and views above (sql/ddl/published.sql) if they do not exist."""
+    conn.execute(ddl("published"))

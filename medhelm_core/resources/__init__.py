@@ -3,9 +3,9 @@
 They are package data (shipped in the wheel, so `pip install medhelm-build` works outside a
 checkout), kept in this folder:
 
-* `sql/`: the leaderboard SQL models, one table per file (`medhelm_core.summarize.sql_models`,
-  the Dagster SQL assets); `sql/ddl/`: the tables the pipeline, the cost views and the summarize
-  inputs are created with (`ddl(name)`);
+* `sql/{staging,intermediate,marts}/`: the leaderboard SQL models, one table per file with its
+  `.yml` (`medhelm_core.summarize.sql_models`, the Dagster SQL assets); `sql/ddl/`: every other
+  table (pipeline, costs, summarize inputs, schema, model metadata, published import; `ddl(name)`);
 * `schema/schema_medhelm.yaml`: the MedHELM presentation schema, medhelm-summarize's default;
 * `conf/`: the project's built-in settings layers: `deployments.yaml` (rate limits, retries,
   prices; `<local-path>/medhelm_deployments.yaml` overrides it), `judges.yaml` (the default LLM
@@ -14,7 +14,8 @@ checkout), kept in this folder:
 In a checkout the repository root's `sql/`, `schema/` and `conf/{deployments,judges,
 model_metadata}.yaml` are symlinks to these, so the paths the README gives keep working. The
 root `conf/` also holds user inputs (`example.conf`, `medhelm_public.yaml`), which are not
-package data.
+package data. The package data kept beside its code (benchmark folders, HELM's built-in registry
+layer, the metric bundles, the page's static files) is located here too (`BENCHMARKS_DIR`, ...).
 """
 from __future__ import annotations
 
@@ -32,11 +33,19 @@ DEFAULT_MODEL_METADATA_PATH = CONF_DIR / "model_metadata.yaml"
 
 DDL_DIR = SQL_DIR / "ddl"
 
+# Package data kept beside the code that reads it; its paths are computed here too.
+PACKAGE_DIR = RESOURCES_DIR.parent
+BENCHMARKS_DIR = PACKAGE_DIR / "benchmarks"  # one folder per benchmark (medhelm_core.catalog)
+HELM_CONFIG_DIR = PACKAGE_DIR / "conf"  # HELM's built-in registry layer: model_deployments.yaml, model_metadata.yaml
+METRIC_BUNDLES_PATH = PACKAGE_DIR / "runspecs" / "metric_bundles.yaml"
+SERVER_STATIC_DIR = PACKAGE_DIR / "server" / "static"
+
 
 def ddl(name: str) -> str:
     """The text of `sql/ddl/<name>.sql` (statements separated by `;`, run with one `execute`)."""
     return (DDL_DIR / f"{name}.sql").read_text(encoding="utf-8")
 
 
-__all__ = ["DDL_DIR", "ddl", "RESOURCES_DIR", "SQL_DIR", "SCHEMA_DIR", "DEFAULT_SCHEMA_PATH", "CONF_DIR",
+__all__ = ["DDL_DIR", "ddl", "PACKAGE_DIR", "BENCHMARKS_DIR", "HELM_CONFIG_DIR", "METRIC_BUNDLES_PATH",
+           "SERVER_STATIC_DIR", "RESOURCES_DIR", "SQL_DIR", "SCHEMA_DIR", "DEFAULT_SCHEMA_PATH", "CONF_DIR",
            "DEFAULT_DEPLOYMENTS_SETTINGS_PATH", "DEFAULT_JUDGES_CONFIG", "DEFAULT_MODEL_METADATA_PATH"]

@@ -1,3 +1,2 @@
-"""Run-spec functions (registered into registry.RUN_SPEC_FUNCTIONS on import)."""
-from medhelm_core.runspecs import configurable, private, public  # noqa: F401
-from medhelm_core.runspecs import gated  # noqa: F401,E402  (gated tier)
+"""The RunSpec builders benchmark folders share (HELM `medhelm_run_specs.py`); a benchmark's own
+`run_spec.py` (in its folder) calls them with HELM's signature. Nothing here registers anything."""

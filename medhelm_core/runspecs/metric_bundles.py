@@ -1,14 +1,17 @@
 """Builders for the metric-spec bundles HELM's MedHELM run specs use (`common_metric_specs.py`).
 
-Class names and metric names: medhelm_core/benchmarks/metric_bundles.yaml.
+Class names and metric names: metric_bundles.yaml beside this file.
 """
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
+import yaml
+
 from medhelm_core.helm_types import metric_spec
-from medhelm_core.scenarios._common import literal
+from medhelm_core.resources import METRIC_BUNDLES_PATH
 
 # HELM evaluates `helm.common.gpu_utils.get_torch_device_name()` when it builds the RunSpec:
 # "cuda" iff torch sees a GPU. We never run with CUDA, so every SummarizationMetric spec records
@@ -18,8 +21,9 @@ TORCH_DEVICE = "cpu"
 _NO_DEFAULT = object()
 
 
+@functools.cache
 def _text() -> dict[str, Any]:
-    return literal("metric_bundles")
+    return yaml.safe_load(METRIC_BUNDLES_PATH.read_text(encoding="utf-8"))
 
 
 def _cls(key: str) -> str:

@@ -1,3 +1,3 @@
-"""Scenario definitions (registered into registry.SCENARIOS on import)."""
-from medhelm_core.scenarios import clear, jury_private, medhelm_configurable, public, shc  # noqa: F401
-from medhelm_core.scenarios import gated  # noqa: F401,E402  (gated tier)
+"""The scenario library: what several benchmark folders share (literal-text helpers, file readers,
+the loaders of a family of benchmarks). A benchmark's own `scenario.py` lives in its folder
+(`medhelm_core/benchmarks/<tier>/<name>/`); nothing here registers anything."""

@@ -1,43 +1,17 @@
-"""Shared helpers for the scenario modules: literal-text loading, file checks, value normalisation.
+"""Shared helpers for the scenario modules: file checks, value normalisation, error texts.
 
-The benchmark's literal text (prompt templates, descriptions, names) lives in
-`medhelm_core/benchmarks/*.yaml`; Python here only holds the logic.
+The benchmark's literal text (prompt templates, descriptions, names) lives in each folder's
+`benchmark.yaml` and reaches the code as `bench.text`; Python here only holds the logic.
 """
 from __future__ import annotations
 
 import csv
-import functools
 import os
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
-
 from medhelm_core.errors import MedhelmError
-
-BENCHMARKS_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
-
-
-@functools.cache
-def _load_literal(name: str) -> dict[str, Any]:
-    path = BENCHMARKS_DIR / f"{name}.yaml"
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except OSError as e:
-        raise MedhelmError(f"cannot read benchmark text file {path}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise MedhelmError(f"benchmark text file {path} is not valid YAML: {first_line(e)}") from None
-    if not isinstance(data, dict):
-        raise MedhelmError(f"benchmark text file {path} must hold a mapping")
-    return data
-
-
-def literal(name: str) -> dict[str, Any]:
-    """The parsed `medhelm_core/benchmarks/<name>.yaml` (cached; treat as read-only)."""
-    return _load_literal(name)
 
 
 def first_line(exc: BaseException) -> str:
@@ -112,3 +86,11 @@ def read_csv_frame(path: str, entry: str, what: str):
 
 def missing_column(entry: str, path: str, column: str) -> MedhelmError:
     return MedhelmError(f"{entry}: column {column!r} missing in {path}")
+
+
+def row_value(row: Any, column: str, entry: str, path: str) -> Any:
+    """`row[column]` of a pandas row, or the one-line missing-column error."""
+    try:
+        return row[column]
+    except KeyError:
+        raise missing_column(entry, path, column) from None

@@ -17,8 +17,10 @@ metrics:                       # metrics[0] is the main metric
         model_name: provider/judge-model
 ```
 
-This module parses and validates the config (shared by the scenario and the run spec);
-the metric/annotator specs it implies are built in `medhelm_core.runspecs.configurable`.
+This module parses and validates the config (shared by the scenario, the run spec and the
+annotator of `medhelm_core/benchmarks/private/medhelm_configurable_benchmark/`, which pass their
+`bench`: its name starts the error messages, its benchmark.yaml holds the fixed names); the
+metric/annotator specs it implies are built in `medhelm_core.runspecs.configurable`.
 Paths are used as written (relative to the current working directory), as in HELM. Errors HELM
 raises as KeyError/ValueError/IndexError/AssertionError become one-line MedhelmErrors naming the
 config file.
@@ -33,13 +35,7 @@ from typing import Any
 import yaml
 
 from medhelm_core.errors import MedhelmError
-from medhelm_core.scenarios._common import first_line, literal
-
-ENTRY = "medhelm_configurable_benchmark"
-
-
-def configurable_text() -> dict[str, Any]:
-    return literal("medhelm_configurable")
+from medhelm_core.scenarios._common import first_line
 
 
 @dataclass(frozen=True)
@@ -70,69 +66,71 @@ class BenchmarkConfig:
         return self.metrics[0]
 
     def is_llm_as_judge(self) -> bool:
-        return any(m.name == configurable_text()["run_spec"]["jury_metric"] for m in self.metrics)
+        # HELM: any(metric.name == "jury_score"); exactly the metrics parsed with judges (_convert_metrics)
+        return any(m.is_jury for m in self.metrics)
 
 
-def err(path: str, message: str) -> MedhelmError:
-    return MedhelmError(f"{ENTRY}: config_path {path}: {message}")
+def err(bench, path: str, message: str) -> MedhelmError:
+    return MedhelmError(f"{bench.name}: config_path {path}: {message}")
 
 
-def _convert_metrics(path: str, raw_metrics: Any) -> list[MetricConfig]:
-    jury_name = configurable_text()["run_spec"]["jury_metric"]
+def _convert_metrics(bench, path: str, raw_metrics: Any) -> list[MetricConfig]:
+    jury_name = bench.text["run_spec"]["jury_metric"]
     if isinstance(raw_metrics, (str, bytes)) or not hasattr(raw_metrics, "__iter__"):
-        raise err(path, f"'metrics' must be a list, got {raw_metrics!r}")
+        raise err(bench, path, f"'metrics' must be a list, got {raw_metrics!r}")
     out: list[MetricConfig] = []
     for metric in raw_metrics:  # HELM iterates whatever it gets (a dict iterates its keys)
         if not isinstance(metric, dict) or "name" not in metric:
-            raise err(path, f"invalid metric {metric!r}: each metric must be a mapping with at least a 'name'")
+            raise err(bench, path, f"invalid metric {metric!r}: each metric must be a mapping with at least a 'name'")
         if metric["name"] == jury_name:
             if "prompt_file" not in metric or "judges" not in metric:
-                raise err(path, f"{jury_name} metric requires 'prompt_file' and 'judges'")
+                raise err(bench, path, f"{jury_name} metric requires 'prompt_file' and 'judges'")
             judges = metric["judges"]
             if not isinstance(judges, list):
-                raise err(path, f"{jury_name}.judges must be a list")
+                raise err(bench, path, f"{jury_name}.judges must be a list")
             parsed = []
             for i, judge in enumerate(judges):
                 if not isinstance(judge, dict) or "model_name" not in judge or "name" not in judge:
-                    raise err(path, f"{jury_name}.judges[{i}] needs 'name' (deployment) and 'model_name'")
+                    raise err(bench, path, f"{jury_name}.judges[{i}] needs 'name' (deployment) and 'model_name'")
                 parsed.append({"model_name": judge["model_name"], "model_deployment": judge["name"]})
             if not isinstance(metric["prompt_file"], str):
-                raise err(path, f"{jury_name}.prompt_file must be a path string")
+                raise err(bench, path, f"{jury_name}.prompt_file must be a path string")
             out.append(MetricConfig(name=metric["name"], prompt_file=metric["prompt_file"], judges=parsed))
         else:
             out.append(MetricConfig(name=metric["name"]))
     return out
 
 
-def load_benchmark_config(config_path: Any) -> BenchmarkConfig:
+def load_benchmark_config(bench, config_path: Any) -> BenchmarkConfig:
     """HELM `get_benchmark_config_from_path` (yaml.safe_load + structure)."""
+    entry = bench.name
     if not isinstance(config_path, str):
-        raise MedhelmError(f"{ENTRY}: config_path must be a path string, got {config_path!r}")
+        raise MedhelmError(f"{entry}: config_path must be a path string, got {config_path!r}")
     try:
         with open(config_path) as f:
             data = yaml.safe_load(f)
     except FileNotFoundError:
-        raise MedhelmError(f"{ENTRY}: config_path file not found: {config_path}") from None
+        raise MedhelmError(f"{entry}: config_path file not found: {config_path}") from None
     except IsADirectoryError:
-        raise MedhelmError(f"{ENTRY}: config_path is a directory, expected a file: {config_path}") from None
+        raise MedhelmError(f"{entry}: config_path is a directory, expected a file: {config_path}") from None
     except OSError as e:
-        raise MedhelmError(f"{ENTRY}: config_path file unreadable: {config_path}: {e.strerror}") from None
+        raise MedhelmError(f"{entry}: config_path file unreadable: {config_path}: {e.strerror}") from None
     except yaml.YAMLError as e:
-        raise err(config_path, f"not valid YAML: {first_line(e)}") from None
+        raise err(bench, config_path, f"not valid YAML: {first_line(e)}") from None
     if not isinstance(data, dict):
-        raise err(config_path, "expected a mapping")
+        raise err(bench, config_path, "expected a mapping")
     if "metrics" not in data:
-        raise err(config_path, "no metrics specified")
-    metrics = _convert_metrics(config_path, data["metrics"])
+        raise err(bench, config_path, "no metrics specified")
+    metrics = _convert_metrics(bench, config_path, data["metrics"])
     if not metrics:
-        raise err(config_path, "'metrics' is empty (metrics[0] is the main metric)")
+        raise err(bench, config_path, "'metrics' is empty (metrics[0] is the main metric)")
     for key in ("name", "description", "prompt_file", "dataset_file"):
         if key not in data:
-            raise err(config_path, f"missing required field {key!r}")
+            raise err(bench, config_path, f"missing required field {key!r}")
     for key in ("name", "prompt_file", "dataset_file"):
         if not isinstance(data[key], str):
-            raise err(config_path, f"{key} must be a string, got {data[key]!r}")
-    default_max_tokens = configurable_text()["run_spec"]["default_max_tokens"]
+            raise err(bench, config_path, f"{key} must be a string, got {data[key]!r}")
+    default_max_tokens = bench.text["run_spec"]["default_max_tokens"]
     return BenchmarkConfig(
         path=config_path,
         name=data["name"],
@@ -144,11 +142,11 @@ def load_benchmark_config(config_path: Any) -> BenchmarkConfig:
     )
 
 
-def parse_rubric_criteria(prompt_template: str, where: str) -> dict[str, list[Any]]:
+def parse_rubric_criteria(bench, prompt_template: str, where: str) -> dict[str, list[Any]]:
     """Criteria from `<rubric_criteria>{json}</rubric_criteria>` (HELM `_get_annotation_criteria`):
     the first such block (non-greedy, spanning lines), `json.loads`, then `{key: list(value)}` --
     for the usual `{"score": .., "explanation": ..}` values that is the list of their keys."""
-    text = configurable_text()["run_spec"]
+    text = bench.text["run_spec"]
     pattern = re.compile(
         re.escape(text["rubric_open_tag"]) + r"\s*(\{.*?\})\s*" + re.escape(text["rubric_close_tag"]), re.DOTALL
     )
@@ -162,17 +160,18 @@ def parse_rubric_criteria(prompt_template: str, where: str) -> dict[str, list[An
         raise MedhelmError(f"{where}: bad {text['rubric_open_tag']} JSON: {first_line(e)}") from None
 
 
-def read_judge_prompt(config: BenchmarkConfig, metric: MetricConfig) -> str:
+def read_judge_prompt(bench, config: BenchmarkConfig, metric: MetricConfig) -> str:
+    entry = bench.name
     path = metric.prompt_file
     try:
         with open(path, "r") as f:  # universal newlines, like HELM
             return f.read()
     except FileNotFoundError:
-        raise MedhelmError(f"{ENTRY}: judge prompt_file not found: {path} (config_path={config.path})") from None
+        raise MedhelmError(f"{entry}: judge prompt_file not found: {path} (config_path={config.path})") from None
     except OSError as e:
-        raise MedhelmError(f"{ENTRY}: judge prompt_file unreadable: {path} (config_path={config.path}): {e.strerror}") from None
+        raise MedhelmError(f"{entry}: judge prompt_file unreadable: {path} (config_path={config.path}): {e.strerror}") from None
     except UnicodeDecodeError as e:
-        raise MedhelmError(f"{ENTRY}: judge prompt_file {path} is not text: {first_line(e)}") from None
+        raise MedhelmError(f"{entry}: judge prompt_file {path} is not text: {first_line(e)}") from None
 
 
 def judge_annotator_models(metric: MetricConfig) -> dict[str, dict[str, str]]:

@@ -8,43 +8,26 @@ leading space (" 1 Provide an answer..."), reads its question from the `question
 deduplicates. Every instance has one reference per answer choice, the label's tagged correct; a
 label outside the choices aborts (HELM: `assert`).
 
-Literal text: medhelm_core/benchmarks/shc.yaml.
+The loader the ten benchmark folders share: each `medhelm_core/benchmarks/private/shc_<x>_med/scenario.py`
+uses `load` and `files` with its own `bench` (literal text: that folder's benchmark.yaml). scenario.json
+and HELM's ScenarioMetadata are the catalog's defaults (`scenario:` / `helm_metadata:`; null = HELM
+0.5.16's class defines no get_metadata(): the base class raises NotImplementedError, which
+helm-summarize's schema auto-generation skips).
 """
 from __future__ import annotations
 
-import copy
 import csv
 from typing import Any
 
+from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
-from medhelm_core.registry import MedhelmError, ScenarioDef, register_scenario
 from medhelm_core.scenarios._common import (
     first_line,
-    literal,
     missing_column,
     require_file,
     require_path_arg,
-    scenario_json,
     unlimited_csv_fields,
 )
-
-SHC_ENTRIES = (
-    "shc_bmt_med",
-    "shc_cdi_med",
-    "shc_conf_med",
-    "shc_ent_med",
-    "shc_gip_med",
-    "shc_privacy_med",
-    "shc_proxy_med",
-    "shc_ptbm_med",
-    "shc_sei_med",
-    "shc_sequoia_med",
-)
-
-
-def shc_text(entry: str) -> dict[str, Any]:
-    """The literal-text block of one SHC benchmark (run_spec, scenario, helm_metadata)."""
-    return literal("shc")[entry]
 
 
 def _column(row: dict[str, Any], column: str, entry: str, path: str) -> Any:
@@ -54,9 +37,10 @@ def _column(row: dict[str, Any], column: str, entry: str, path: str) -> Any:
         raise missing_column(entry, path, column) from None
 
 
-def _read_prompts(entry: str, path: str) -> dict[str, Any]:
+def _read_prompts(bench, path: str) -> dict[str, Any]:
     """prompt -> label, in first-seen order (HELM's `create_benchmark`)."""
-    spec = shc_text(entry)["scenario"]
+    entry = bench.name
+    spec = bench.text["scenario"]
     template: str = spec["prompt_template"]
     question_column: str = spec["question_column"]
     skip_empty_label: bool = spec["skip_empty_label"]
@@ -81,48 +65,21 @@ def _read_prompts(entry: str, path: str) -> dict[str, Any]:
     return data
 
 
-def _make_scenario(entry: str) -> ScenarioDef:
-    text = shc_text(entry)
-    spec = text["scenario"]
-    choices: list[str] = list(spec["answer_choices"])
-
-    def load(args: dict[str, Any]) -> list[dict]:
-        path = require_path_arg(args, "data_path", entry)
-        require_file(path, entry, "data_path")
-        instances = []
-        for prompt, answer in _read_prompts(entry, path).items():
-            if answer not in choices:
-                raise MedhelmError(
-                    f"{entry}: label {answer!r} is not one of {choices} in data_path file {path}"
-                )
-            refs = [reference(choice, choice == answer) for choice in choices]
-            instances.append(instance(prompt, refs, TEST_SPLIT))
-        return instances
-
-    def metadata(args: dict[str, Any]) -> dict[str, Any]:
-        return scenario_json(spec["name"], spec["description"], spec["tags"], spec["definition_path"])
-
-    def data_files(args: dict[str, Any]) -> list[str]:
-        return [require_path_arg(args, "data_path", entry)]
-
-    def helm_metadata(args: dict[str, Any]) -> dict[str, Any]:
-        meta = text["helm_metadata"]
-        if meta is None:
-            # HELM 0.5.16's SHCSEIMedScenario defines no get_metadata(); the base class raises
-            # NotImplementedError, which helm-summarize's schema auto-generation skips.
-            raise NotImplementedError(f"{text['run_spec']['scenario_class']} has no get_metadata() in HELM")
-        return copy.deepcopy(meta)
-
-    return register_scenario(
-        ScenarioDef(
-            class_name=text["run_spec"]["scenario_class"],
-            tier="private",
-            load=load,
-            metadata=metadata,
-            data_files=data_files,
-            helm_metadata=helm_metadata,
-        )
-    )
+def load(bench, args: dict[str, Any]) -> list[dict]:
+    entry = bench.name
+    choices: list[str] = list(bench.text["scenario"]["answer_choices"])
+    path = require_path_arg(args, "data_path", entry)
+    require_file(path, entry, "data_path")
+    instances = []
+    for prompt, answer in _read_prompts(bench, path).items():
+        if answer not in choices:
+            raise MedhelmError(
+                f"{entry}: label {answer!r} is not one of {choices} in data_path file {path}"
+            )
+        refs = [reference(choice, choice == answer) for choice in choices]
+        instances.append(instance(prompt, refs, TEST_SPLIT))
+    return instances
 
 
-SHC_SCENARIOS: dict[str, ScenarioDef] = {entry: _make_scenario(entry) for entry in SHC_ENTRIES}
+def files(bench, args: dict[str, Any]) -> list[str]:
+    return [require_path_arg(args, "data_path", bench.name)]

@@ -20,13 +20,14 @@ import json
 import logging
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlparse
 
+from medhelm_core.resources import SERVER_STATIC_DIR
+
 from .data import DataError, Reader, redact_run
 
-STATIC_DIR = Path(__file__).resolve().parent / "static"
+STATIC_DIR = SERVER_STATIC_DIR
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                  ".css": "text/css; charset=utf-8", ".json": "application/json", ".svg": "image/svg+xml"}
 # The page loads nothing from anywhere else.

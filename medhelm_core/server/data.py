@@ -25,7 +25,12 @@ from typing import Any, Callable, Iterator, Optional
 import duckdb
 import filelock
 
+from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH, load_model_registry, model_metadata_to_tables
+from medhelm_core.published.leaderboard import registry_from_schema
 from medhelm_core.store import DB_FILENAME
+from medhelm_core.summarize.schema import DEFAULT_SCHEMA_PATH, fix_up_schema, load_schema, normalize_schema, schema_to_tables
+from medhelm_core.summarize.sql_models import SQL_DIR, load_sql_models, run_sql_models
+from medhelm_core.summarize.write import build_group_tables
 
 #: Tiers whose text (prompts, references, completions, judge explanations) may leave this machine.
 #: Everything else -- private, gated (data-use agreements), dspy, or unknown -- is redacted on export.
@@ -264,8 +269,6 @@ class Reader:
         the schema and model tables a summarize left for this target, or -- for a published target
         imported by medhelm-import and never summarized here -- its own schema.json, as the import's
         rebuild does."""
-        from medhelm_core.summarize.sql_models import SQL_DIR, load_sql_models, run_sql_models
-
         mem = duckdb.connect()
         try:
             mem.execute(f"ATTACH {_quote_literal(str(self.db_path))} AS src (READ_ONLY)")
@@ -316,21 +319,12 @@ class Reader:
 def _published_schema_tables(mem: duckdb.DuckDBPyConnection, target: Target) -> None:
     """schema_* and model_* tables of an imported published target: its schema.json and the model
     list inside it (as medhelm_core.published rebuilds it), else our MedHELM schema and models."""
-    from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH, load_model_registry, model_metadata_to_tables
-    from medhelm_core.summarize.schema import DEFAULT_SCHEMA_PATH, fix_up_schema, load_schema, normalize_schema
-    from medhelm_core.summarize.schema import schema_to_tables
-
     doc = mem.execute("SELECT content FROM src.main.published_documents WHERE target = ? AND name = 'schema.json'",
                       [target.name]).fetchone() if "published_documents" in _tables(mem, "src") else None
     if doc is not None:
         raw = json.loads(doc[0])
         schema = normalize_schema(raw)
-        try:
-            from medhelm_core.published.leaderboard import registry_from_schema
-
-            registry = registry_from_schema(raw)
-        except ImportError:
-            registry = load_model_registry([DEFAULT_MODEL_METADATA_PATH])
+        registry = registry_from_schema(raw)
     else:
         schema = load_schema(DEFAULT_SCHEMA_PATH)
         registry = load_model_registry([DEFAULT_MODEL_METADATA_PATH])
@@ -349,8 +343,6 @@ def _q(catalog: Optional[str], table: str) -> str:
 def build_snapshot(conn: duckdb.DuckDBPyConnection, target: Target, catalog: Optional[str]) -> dict:
     """Everything the leaderboard pages need, from a connection where the SQL models are built.
     `catalog` names where the pipeline tables live when they are not in the default catalog."""
-    from medhelm_core.summarize.write import build_group_tables
-
     src_tables = _tables(conn, catalog) if catalog else _tables(conn)
     tables = build_group_tables(conn)
 

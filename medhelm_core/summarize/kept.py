@@ -13,6 +13,8 @@ import logging
 
 import duckdb
 
+from medhelm_core.summarize.sql_models import load_sql_models
+
 log = logging.getLogger(__name__)
 
 KEPT_SCHEMA = "leaderboard"
@@ -57,7 +59,5 @@ def keep_target_tables(conn: duckdb.DuckDBPyConnection, target: str, tables: lis
 
 def keep_current_target(conn: duckdb.DuckDBPyConnection) -> tuple[str, int]:
     """Keep the tables of the target the SQL models were just built for (`summarize_target`)."""
-    from medhelm_core.summarize.sql_models import load_sql_models
-
     target = conn.execute("SELECT DISTINCT target FROM summarize_target").fetchone()[0]
     return target, keep_target_tables(conn, target, list(load_sql_models()))

@@ -14,7 +14,7 @@ from typing import Any, Optional
 import duckdb
 import yaml
 
-from ..resources import DEFAULT_SCHEMA_PATH  # noqa: F401  (re-exported)
+from ..resources import DEFAULT_SCHEMA_PATH, ddl  # noqa: F401  (DEFAULT_SCHEMA_PATH: re-exported)
 from .metric_metadata import metric_spec_metadata
 
 # AdapterSpec field docstrings as HELM's `get_adapter_fields()` renders them into schema.json
@@ -291,37 +291,13 @@ def fix_up_schema(schema: dict, conn: duckdb.DuckDBPyConnection) -> dict:
 
 # --------------------------------------------------------------------------- DuckDB tables
 
-SCHEMA_DDL = [
-    """CREATE TABLE IF NOT EXISTS schema_metrics (
-        target VARCHAR, metric_pos INTEGER, name VARCHAR, display_name VARCHAR, short_display_name VARCHAR,
-        description VARCHAR, lower_is_better BOOLEAN)""",
-    """CREATE TABLE IF NOT EXISTS schema_perturbations (
-        target VARCHAR, perturbation_pos INTEGER, name VARCHAR, display_name VARCHAR, short_display_name VARCHAR,
-        description VARCHAR, lower_is_better BOOLEAN)""",
-    """CREATE TABLE IF NOT EXISTS schema_metric_groups (
-        target VARCHAR, metric_group_pos INTEGER, name VARCHAR, display_name VARCHAR, short_display_name VARCHAR,
-        description VARCHAR, lower_is_better BOOLEAN, hide_win_rates BOOLEAN, aggregation_strategies VARCHAR[])""",
-    """CREATE TABLE IF NOT EXISTS schema_metric_group_metrics (
-        target VARCHAR, metric_group VARCHAR, matcher_pos INTEGER, name VARCHAR, split VARCHAR, sub_split VARCHAR,
-        perturbation_name VARCHAR)""",
-    """CREATE TABLE IF NOT EXISTS schema_run_groups (
-        target VARCHAR, run_group_pos INTEGER, name VARCHAR, display_name VARCHAR, short_display_name VARCHAR,
-        description VARCHAR, short_description VARCHAR, category VARCHAR, visibility VARCHAR,
-        subgroup_display_mode VARCHAR, metric_groups VARCHAR[], subgroups VARCHAR[],
-        subgroup_metric_groups_hidden VARCHAR[], sub_splits VARCHAR[], environment JSON, main_name VARCHAR,
-        main_split VARCHAR, taxonomy JSON, todo BOOLEAN, adapter_keys_shown VARCHAR[], expansion_size INTEGER)""",
-    """CREATE TABLE IF NOT EXISTS schema_run_group_expansion (
-        target VARCHAR, run_group VARCHAR, expansion_pos INTEGER, subgroup VARCHAR)""",
-    """CREATE TABLE IF NOT EXISTS schema_document (target VARCHAR, schema_json JSON)""",
-]
 SCHEMA_TABLES = ["schema_metrics", "schema_perturbations", "schema_metric_groups", "schema_metric_group_metrics",
                  "schema_run_groups", "schema_run_group_expansion", "schema_document"]
 
 
 def schema_to_tables(conn: duckdb.DuckDBPyConnection, schema: dict, release_or_suite: str) -> None:
     """Write the (fixed-up) schema into the schema_* tables, keyed by target = release or suite name."""
-    for ddl in SCHEMA_DDL:
-        conn.execute(ddl)
+    conn.execute(ddl("summarize_schema"))
     t = release_or_suite
     for table in SCHEMA_TABLES:
         conn.execute(f"DELETE FROM {table} WHERE target = ?", [t])

@@ -1,18 +1,43 @@
-"""SQL models: one `CREATE OR REPLACE TABLE <file stem> AS ...` per file in sql/.
+"""SQL models: one `CREATE OR REPLACE TABLE <file stem> AS ...` per file, in dbt's layers.
 
-Each file starts with `-- depends_on: a, b` comment lines naming the tables it reads.  Tables
-that no file produces are inputs (runs, run_stats, summarize_target, schema_*, model_*), which
-must exist before the models run.  `parse_sql_model` is shared with the Dagster asset factory.
+    sql/staging/       the target's runs, their groups, visibility, model resolution
+    sql/intermediate/  column sets, table rows, matcher stats, win-rate columns
+    sql/marts/         the leaderboard tables, index rows, costs
+    sql/ddl/           not models: the tables the pipeline creates (medhelm_core.store)
+
+Each file starts with `-- depends_on: a, b` comment lines naming the tables it reads. Tables that no
+file produces are inputs (runs, run_stats, summarize_target, schema_*, model_*), which must exist
+before the models run. Beside each `<name>.sql`, `<name>.yml` documents the model (dbt's
+`models:` entry, one model a file):
+
+    description: what one row is
+    columns:
+      - name: target
+        description: ...
+        tests: [not_null]           # data tests: not_null, unique (become Dagster asset checks)
+    unit_tests:                     # given input rows -> expected output rows (run by the tests)
+      - name: ...
+        given: {input_table: [{col: value, ...}, ...]}
+        expect: [{col: value, ...}]  # only the columns named are compared; as a set of rows unless
+                                     # `ordered: true`
+
+`parse_sql_model` and `load_model_docs` are shared with the Dagster asset factory.
 """
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 import duckdb
+import yaml
 
 from ..resources import SQL_DIR
+
+SQL_LAYERS = ("staging", "intermediate", "marts")
+DATA_TESTS = ("not_null", "unique")
 
 _DEPENDS = re.compile(r"^--\s*depends_on:\s*(.*)$", re.M)
 _CREATE = re.compile(r"CREATE\s+OR\s+REPLACE\s+TABLE\s+\"?([A-Za-z_][A-Za-z0-9_]*)\"?\s+AS\b", re.I)
@@ -38,12 +63,143 @@ def parse_sql_model(path: str | Path) -> tuple[str, list[str], str]:
     return name, list(dict.fromkeys(deps)), sql
 
 
+def sql_model_files(sql_dir: str | Path = SQL_DIR) -> dict[str, Path]:
+    """Model name -> its .sql file, layer by layer (staging, intermediate, marts)."""
+    out: dict[str, Path] = {}
+    for layer in SQL_LAYERS:
+        for p in sorted((Path(sql_dir) / layer).glob("*.sql")):
+            if p.stem in out:
+                raise ValueError(f"{p}: SQL model {p.stem!r} is also defined in {out[p.stem]}")
+            out[p.stem] = p
+    return out
+
+
 def load_sql_models(sql_dir: str | Path = SQL_DIR) -> dict[str, tuple[list[str], str]]:
     models = {}
-    for p in sorted(Path(sql_dir).glob("*.sql")):
-        name, deps, sql = parse_sql_model(p)
+    for path in sql_model_files(sql_dir).values():
+        name, deps, sql = parse_sql_model(path)
         models[name] = (deps, sql)
     return models
+
+
+@dataclass
+class ColumnDoc:
+    name: str
+    description: str = ""
+    tests: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ModelDoc:
+    """A model's sibling YAML: description, columns (with data tests) and unit tests."""
+
+    name: str
+    layer: str
+    description: str = ""
+    columns: list[ColumnDoc] = field(default_factory=list)
+    unit_tests: list[dict[str, Any]] = field(default_factory=list)
+
+
+def load_model_doc(sql_path: str | Path) -> ModelDoc:
+    sql_path = Path(sql_path)
+    yml = sql_path.with_suffix(".yml")
+    doc = ModelDoc(sql_path.stem, sql_path.parent.name)
+    if not yml.exists():
+        return doc
+    raw = yaml.safe_load(yml.read_text(encoding="utf-8")) or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{yml}: must hold a mapping (description, columns, unit_tests)")
+    doc.description = str(raw.get("description") or "").strip()
+    for i, col in enumerate(raw.get("columns") or []):
+        if not isinstance(col, dict) or "name" not in col:
+            raise ValueError(f"{yml}: columns[{i}] needs a name")
+        unknown = [t for t in col.get("tests") or [] if t not in DATA_TESTS]
+        if unknown:
+            raise ValueError(f"{yml}: column {col['name']}: unknown tests {unknown} (known: {', '.join(DATA_TESTS)})")
+        doc.columns.append(ColumnDoc(col["name"], str(col.get("description") or "").strip(), list(col.get("tests") or [])))
+    doc.unit_tests = list(raw.get("unit_tests") or [])
+    return doc
+
+
+def load_model_docs(sql_dir: str | Path = SQL_DIR) -> dict[str, ModelDoc]:
+    return {name: load_model_doc(path) for name, path in sql_model_files(sql_dir).items()}
+
+
+def data_test_sql(table: str, column: str, test: str) -> str:
+    """A query returning the offending rows' count for a column's data test (0 = pass)."""
+    if test == "not_null":
+        return f'SELECT count(*) FROM "{table}" WHERE "{column}" IS NULL'
+    if test == "unique":
+        return f'SELECT count(*) FROM (SELECT "{column}" FROM "{table}" GROUP BY 1 HAVING count(*) > 1)'
+    raise ValueError(f"unknown data test {test!r}")
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def run_unit_test(sql: str, case: dict[str, Any], prepare: Callable[[duckdb.DuckDBPyConnection], None]
+                  ) -> tuple[list[dict], list[dict]]:
+    """Run one model's SQL on a unit test's `given` rows in a scratch database; return (expected, got).
+
+    `prepare(conn)` creates the input tables with their real DDL; a `given` table that is not one of
+    them (another model's output) is created from its rows, a column's type from its first non-null
+    value. A given row needs only the columns the test cares about; the others are NULL."""
+    conn = duckdb.connect()
+    try:
+        prepare(conn)
+        existing = {r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        for table, rows in (case.get("given") or {}).items():
+            rows = rows or []
+            columns = list(dict.fromkeys(c for row in rows for c in row))
+            if table not in existing:
+                defs = ", ".join(f"{_quoted(c)} {_type_of(rows, c)}" for c in columns) or '"_" INTEGER'
+                conn.execute(f"CREATE TABLE {_quoted(table)} ({defs})")
+            for row in rows:
+                cols = list(row)
+                placeholders = ", ".join("?" for _ in cols)
+                conn.execute(f"INSERT INTO {_quoted(table)} ({', '.join(map(_quoted, cols))}) VALUES ({placeholders})",
+                             [json.dumps(v) if isinstance(v, (dict, list)) and _is_json(conn, table, c) else v
+                              for c, v in row.items()])
+        conn.execute(sql)
+        expect = list(case.get("expect") or [])
+        wanted = list(dict.fromkeys(c for row in expect for c in row))
+        name = _CREATE.findall(sql)[0]
+        got_rows = conn.execute(f"SELECT {', '.join(map(_quoted, wanted)) or '*'} FROM {_quoted(name)}").fetchall()
+        got = [dict(zip(wanted, r)) for r in got_rows]
+        if not case.get("ordered"):  # a model's table has no row order unless the test says so
+            expect, got = sorted(expect, key=_row_key), sorted(got, key=_row_key)
+        return expect, got
+    finally:
+        conn.close()
+
+
+def _row_key(row: dict) -> list:
+    return [repr(v) for v in row.values()]
+
+
+def _is_json(conn: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    row = conn.execute("SELECT data_type FROM information_schema.columns WHERE table_name = ? AND column_name = ?",
+                       [table, column]).fetchone()
+    return row is not None and row[0] == "JSON"
+
+
+def _type_of(rows: list[dict], column: str) -> str:
+    for row in rows:
+        v = row.get(column)
+        if isinstance(v, bool):
+            return "BOOLEAN"
+        if isinstance(v, int):
+            return "BIGINT"
+        if isinstance(v, float):
+            return "DOUBLE"
+        if isinstance(v, list):
+            return f"{_type_of([{'x': x} for x in v], 'x')}[]"
+        if isinstance(v, dict):
+            return "JSON"
+        if v is not None:
+            return "VARCHAR"
+    return "VARCHAR"
 
 
 def topological_order(models: dict[str, tuple[list[str], str]]) -> list[str]:

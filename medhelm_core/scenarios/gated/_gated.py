@@ -1,48 +1,42 @@
-"""Shared pieces of the gated-tier scenarios: literal text, missing-data errors, optional packages,
-tokenizers, registration.
+"""Shared pieces of the gated-tier scenarios: missing-data errors, optional packages, tokenizers.
 
 A gated dataset is one the user downloads with their own credentials (PhysioNet, a Stanford data use
 agreement, the n2c2 portal) and names with the run entry's `data_path`. Whatever is missing - the
 file, the folder, or a package of the `[gated]` extra - stops with ONE line that names it and says
-where to get it (the `access` block of medhelm_core/benchmarks/gated/<name>.yaml).
+where to get it (the `access` block of the benchmark's
+medhelm_core/benchmarks/gated/<name>/benchmark.yaml, read from `bench.text`).
 """
 from __future__ import annotations
 
-import copy
 import os
 from typing import Any, Callable
 
-from medhelm_core.registry import MedhelmError, ScenarioDef, register_scenario
-from medhelm_core.scenarios._common import first_line, literal, require_arg, scenario_json
+from medhelm_core.errors import MedhelmError
+from medhelm_core.scenarios._common import first_line, require_arg
 from medhelm_core.tokenizers import bundled_bpe_dir, tiktoken_encoding  # noqa: F401 (bundled_bpe_dir: re-export)
 
 GATED_EXTRA = 'pip install "medhelm-build[gated]"'
 
 
-def gated_text(name: str) -> dict[str, Any]:
-    """The parsed `medhelm_core/benchmarks/gated/<name>.yaml` (cached; read-only)."""
-    return literal(f"gated/{name}")
-
-
-def access_hint(name: str) -> str:
-    access = gated_text(name)["access"]
+def access_hint(bench) -> str:
+    access = bench.text["access"]
     return f"{access['source']}: {access['url']} ({access['how']})"
 
 
-def missing_data(name: str, what: str, path: str) -> MedhelmError:
+def missing_data(bench, what: str, path: str) -> MedhelmError:
     """`<entry>: <what> not found: <path> - get <dataset>: <url> (<how>)`, on one line."""
-    return MedhelmError(f"{name}: {what} not found: {path} - get {access_hint(name)}")
+    return MedhelmError(f"{bench.name}: {what} not found: {path} - get {access_hint(bench)}")
 
 
-def require_exists(name: str, path: str, what: str) -> None:
+def require_exists(bench, path: str, what: str) -> None:
     """HELM's `check_file_exists` (os.path.exists), with the gated error."""
     if not os.path.exists(path):
-        raise missing_data(name, what, path)
+        raise missing_data(bench, what, path)
 
 
-def require_dir(name: str, path: str, what: str) -> None:
+def require_dir(bench, path: str, what: str) -> None:
     if not os.path.isdir(path):
-        raise missing_data(name, what, path)
+        raise missing_data(bench, what, path)
 
 
 def data_path_arg(args: dict[str, Any], name: str) -> str:
@@ -96,31 +90,3 @@ def encoding_for_model(model: str):
     if model not in _MODEL_ENCODINGS:
         raise MedhelmError(f"no tiktoken encoding known for model {model!r}")
     return encoding(_MODEL_ENCODINGS[model])
-
-
-# ----------------------------------------------------------------------------- registration
-def register_gated(
-    name: str,
-    load: Callable[[dict[str, Any]], list[dict]],
-    data_files: Callable[[dict[str, Any]], list[str]],
-) -> ScenarioDef:
-    """Register the scenario of `benchmarks/gated/<name>.yaml` in the gated tier."""
-    text = gated_text(name)
-    spec = text["scenario"]
-
-    def metadata(args: dict[str, Any]) -> dict[str, Any]:
-        return scenario_json(spec["name"], spec["description"], spec["tags"], spec["definition_path"])
-
-    def helm_metadata(args: dict[str, Any]) -> dict[str, Any]:
-        return copy.deepcopy(text["helm_metadata"])
-
-    return register_scenario(
-        ScenarioDef(
-            class_name=text["run_spec"]["scenario_class"],
-            tier="gated",
-            load=load,
-            metadata=metadata,
-            data_files=data_files,
-            helm_metadata=helm_metadata,
-        )
-    )

@@ -1,70 +1,30 @@
-"""Shared plumbing of the public-tier scenarios: literal text, registration, argument checks.
+"""Shared plumbing of the public-tier scenarios: argument checks and parse errors.
 
-Each public scenario module defines `load(args) -> [Instance dict]` and `files(args) -> [path]`
-(the files `load` reads, resolved through `medhelm_core.data_sources`: the data mirror or the
-online cache) and registers them with `register_public`.
+A public benchmark's `scenario.py` defines `load(bench, args) -> [Instance dict]` and
+`files(bench, args) -> [path]` (the files `load` reads, resolved through `medhelm_core.data_sources`:
+the data mirror or the online cache), reading its literal text from `bench.text`.
 """
 from __future__ import annotations
 
-import copy
-from typing import Any, Callable
+from typing import Any
 
-from medhelm_core.registry import MedhelmError, ScenarioDef, register_scenario
-from medhelm_core.scenarios._common import first_line, literal, scenario_json
-
-TIER = "public"
+from medhelm_core import data_sources as ds
+from medhelm_core.errors import MedhelmError
+from medhelm_core.scenarios._common import first_line
 
 
-def text(entry: str) -> dict[str, Any]:
-    """The parsed `medhelm_core/benchmarks/public/<entry>.yaml` (read-only)."""
-    return literal(f"public/{entry}")
-
-
-def no_args(entry: str, args: dict[str, Any]) -> None:
-    """HELM's scenario classes without constructor arguments fail on any argument."""
+def no_args(bench, args: dict[str, Any]) -> None:
+    """HELM's scenario classes without constructor arguments fail on any argument (a folder's
+    `check`, for those classes)."""
     if args:
-        cls = text(entry)["run_spec"]["scenario_class"].rsplit(".", 1)[-1]
-        raise MedhelmError(f"{entry}: {cls} takes no arguments, got {sorted(args)}")
+        cls = bench.scenario_class.rsplit(".", 1)[-1]
+        raise MedhelmError(f"{bench.name}: {cls} takes no arguments, got {sorted(args)}")
 
 
-def register_public(
-    entry: str,
-    load: Callable[[dict[str, Any]], list[dict]],
-    files: Callable[[dict[str, Any]], list[str]],
-    check: Callable[[dict[str, Any]], None] | None = None,
-) -> ScenarioDef:
-    """Register the scenario of run entry `entry` (class name, scenario.json and HELM's
-    ScenarioMetadata from its YAML). `check(args)` validates the arguments as HELM's constructor does."""
-    doc = text(entry)
-    spec = doc["scenario"]
-    validate = check or (lambda args: no_args(entry, args))
-
-    def metadata(args: dict[str, Any]) -> dict[str, Any]:
-        validate(args)
-        return scenario_json(spec["name"], spec["description"], spec["tags"], spec["definition_path"])
-
-    def helm_metadata(args: dict[str, Any]) -> dict[str, Any]:
-        validate(args)
-        if doc.get("helm_metadata") is None:  # HELM's class has no get_metadata()
-            raise NotImplementedError(entry)
-        return copy.deepcopy(doc["helm_metadata"])
-
-    def checked_load(args: dict[str, Any]) -> list[dict]:
-        validate(args)
-        return load(args)
-
-    def checked_files(args: dict[str, Any]) -> list[str]:
-        validate(args)
-        return [str(p) for p in files(args)]
-
-    return register_scenario(ScenarioDef(
-        class_name=doc["run_spec"]["scenario_class"],
-        tier=TIER,
-        load=checked_load,
-        metadata=metadata,
-        data_files=checked_files,
-        helm_metadata=helm_metadata,
-    ))
+def upstream_file(bench):
+    """The one file of a benchmark's `data: {file, url}` (mirror or online cache)."""
+    data = bench.text["data"]
+    return ds.fetch(ds.UpstreamFile(bench.name, data["file"], data["url"]))
 
 
 def parse_error(entry: str, what: Any, exc: BaseException) -> MedhelmError:

@@ -1,4 +1,5 @@
-"""MTSamples (HELM `mtsamples_procedures_scenario.py`, `mtsamples_replicate_scenario.py`).
+"""MTSamples (HELM `mtsamples_procedures_scenario.py`, `mtsamples_replicate_scenario.py`): the
+loader shared by the mtsamples_procedures and mtsamples_replicate folders.
 
 The file list is a GitHub contents-API listing of one directory of raulista1997/benchmarkdata
 (procedures: the default branch; replicate: `?ref=ebc104a`), in listing order, names ending in
@@ -10,8 +11,8 @@ Per file (HELM's `requests.get(...).text`, written as UTF-8 and read back, then 
 `extract_sections` takes, for PLAN:, SUMMARY:, FINDINGS:, the rest of the line after the header
 when the header occurs in `text.upper()` (`text.split(header)[1]`: a lower-case-only header raises
 IndexError and HELM skips the file); reference = first non-empty of plan, summary, findings (no
-reference: file skipped). Input: procedures cut the text before PLAN:, then SUMMARY:, then
-FINDINGS:; replicate only before PLAN:.
+reference: file skipped). Input: the text cut before each of `scenario.removed_sections` (see
+each folder's scenario.py).
 """
 from __future__ import annotations
 
@@ -20,21 +21,21 @@ from typing import Any
 
 from medhelm_core import data_sources as ds
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
-from medhelm_core.scenarios.public._base import register_public, text
 
 log = logging.getLogger(__name__)
 
 
-def _dir(entry: str) -> ds.GitHubDir:
-    data = text(entry)["data"]
-    return ds.GitHubDir(entry, data["dirname"], data["api_url"], data["raw_base"],
+def github_dir(bench) -> ds.GitHubDir:
+    data = bench.text["data"]
+    return ds.GitHubDir(bench.name, data["dirname"], data["api_url"], data["raw_base"],
                         tuple((data.get("api_headers") or {}).items()))
 
 
-def _names(entry: str) -> tuple[list[str], Any]:
-    names, listing = ds.github_listing(_dir(entry))
-    suffix = text(entry)["scenario"]["file_suffix"]
-    return [n for n in names if n.endswith(suffix)], listing
+def names(bench) -> tuple[list[str], Any]:
+    """The listed file names ending in `scenario.file_suffix`, and the listing file (or None)."""
+    listed, listing = ds.github_listing(github_dir(bench))
+    suffix = bench.text["scenario"]["file_suffix"]
+    return [n for n in listed if n.endswith(suffix)], listing
 
 
 def extract_sections(content: str, headers: list[str]) -> list[str | None]:
@@ -49,17 +50,17 @@ def remove_sections(content: str, headers: list[str]) -> str:
     return content
 
 
-def _load(entry: str) -> list[dict]:
-    spec = text(entry)["scenario"]
-    gd = _dir(entry)
-    names, _ = _names(entry)
+def load(bench) -> list[dict]:
+    spec = bench.text["scenario"]
+    gd = github_dir(bench)
+    file_names, _ = names(bench)
     instances = []
-    for name in names:
+    for name in file_names:
         content = ds.requests_text(ds.github_file(gd, name).read_bytes()).strip()
         try:
             sections = extract_sections(content, spec["sections"])
         except IndexError as e:  # HELM: print(f"Error processing {file_name}: {e}") and go on
-            log.debug("%s: skipping %s: %s", entry, name, e)
+            log.debug("%s: skipping %s: %s", bench.name, name, e)
             continue
         gold = next((s for s in sections if s), None)
         if not gold:
@@ -69,11 +70,7 @@ def _load(entry: str) -> list[dict]:
     return instances
 
 
-def _files(entry: str) -> list[str]:
-    gd = _dir(entry)
-    names, listing = _names(entry)
-    return ([str(listing)] if listing is not None else []) + [str(ds.github_file(gd, n)) for n in names]
-
-
-for _entry in ("mtsamples_procedures", "mtsamples_replicate"):
-    register_public(_entry, lambda args, e=_entry: _load(e), lambda args, e=_entry: _files(e))
+def files(bench) -> list[str]:
+    gd = github_dir(bench)
+    file_names, listing = names(bench)
+    return ([str(listing)] if listing is not None else []) + [str(ds.github_file(gd, n)) for n in file_names]

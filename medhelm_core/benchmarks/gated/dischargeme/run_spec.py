@@ -1,0 +1,12 @@
+"""`dischargeme` (HELM `get_dischargeme_spec`): generation, summarization metrics and the
+DischargeMeAnnotator LLM jury (its judges from `jury_config_path`, else the default judges.yaml)."""
+from __future__ import annotations
+
+from typing import Any
+
+from medhelm_core.runspecs.gated import build_gated_jury_run_spec
+
+
+def run_spec(bench, data_path: Any, jury_config_path: str | None = None) -> dict[str, Any]:
+    """`dischargeme:data_path=<physionet.org folder>[,jury_config_path=<yaml>]`."""
+    return build_gated_jury_run_spec(bench, {"data_path": data_path}, jury_config_path)

@@ -1,0 +1,33 @@
+"""LLMAsJuryAnnotator (HELM `annotation/model_as_judge.py`), the configurable benchmark's jury:
+everything comes from the AnnotatorSpec args (`name`, `prompt_template`, `annotation_criteria`,
+`annotator_models`); if `annotation_criteria` is absent it is parsed from the template's
+<rubric_criteria> block, as the run spec does."""
+from __future__ import annotations
+
+from typing import Any
+
+from medhelm_core.errors import MedhelmError
+from medhelm_core.jury.judges import normalize_annotator_models
+from medhelm_core.parts import JuryDef
+from medhelm_core.scenarios.benchmark_config import parse_rubric_criteria
+
+
+def annotator(bench, args: dict[str, Any]) -> JuryDef:
+    class_name = bench.annotator_class
+    for key in ("name", "prompt_template"):
+        if key not in args:
+            raise MedhelmError(f"{class_name}: annotator spec lacks {key!r}")
+    template = args["prompt_template"]
+    criteria = args.get("annotation_criteria")
+    if criteria is None:
+        criteria = parse_rubric_criteria(bench, template, f"{class_name} prompt_template")
+    if not isinstance(criteria, dict):
+        raise MedhelmError(f"{class_name}: annotation_criteria must be a mapping")
+    if "annotator_models" not in args:
+        raise MedhelmError(f"{class_name}: annotator spec lacks 'annotator_models'")
+    return JuryDef(
+        name=args["name"],
+        prompt_template=template,
+        criteria={k: list(v) for k, v in criteria.items()},
+        judges=normalize_annotator_models(args["annotator_models"], where=f"{class_name} annotator_models"),
+    )

@@ -1,0 +1,12 @@
+"""`mental_health:data_path=<csv>[,jury_config_path=<yaml>]` (HELM `get_mental_health_spec`):
+generation, SummarizationMetric + LLMJuryMetric, the MentalHealthAnnotator jury (note:
+max_train_instances stays 5)."""
+from __future__ import annotations
+
+from typing import Any
+
+from medhelm_core.runspecs.private import build_jury_run_spec
+
+
+def run_spec(bench, data_path: Any, jury_config_path: str | None = None) -> dict[str, Any]:
+    return build_jury_run_spec(bench, data_path, jury_config_path)

@@ -1,0 +1,47 @@
+"""MentalHealthScenario (HELM `mental_health_scenario.py`): `pandas.read_csv`; per row a
+PassageQuestionInput with an empty passage, so the text starts with "\\nQuestion: Topic: ...";
+values are formatted as pandas parsed them (`dialogue_type` 2 -> "2", 2.0 if the column has a NaN,
+a missing value -> "nan"); reference = `gold_counselor_response`. All instances are split "test",
+ids left unset.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from medhelm_core.helm_types import TEST_SPLIT, instance, passage_question_text, reference
+from medhelm_core.scenarios._common import (
+    py_value,
+    read_csv_frame,
+    require_file,
+    require_path_arg,
+    row_value,
+)
+
+
+def load(bench, args: dict[str, Any]) -> list[dict]:
+    entry = bench.name
+    spec = bench.text["scenario"]
+    path = require_path_arg(args, "data_path", entry)
+    require_file(path, entry, "data_path")
+    df = read_csv_frame(path, entry, "data_path")
+    instances = []
+    for _, row in df.iterrows():
+        question = spec["question_template"].format(
+            topic=row_value(row, "topic", entry, path),
+            dialogue_type=row_value(row, "dialogue_type", entry, path),
+            context=row_value(row, "context", entry, path),
+        )
+        text = passage_question_text(
+            spec["passage"],
+            question,
+            passage_prefix=spec["passage_prefix"],
+            question_prefix=spec["question_prefix"],
+            separator=spec["separator"],
+        )
+        gold = py_value(row_value(row, "gold_counselor_response", entry, path))
+        instances.append(instance(text, [reference(gold, True)], TEST_SPLIT))
+    return instances
+
+
+def files(bench, args: dict[str, Any]) -> list[str]:
+    return [require_path_arg(args, "data_path", bench.name)]

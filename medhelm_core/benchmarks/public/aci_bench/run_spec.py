@@ -1,0 +1,9 @@
+"""`aci_bench` (HELM `get_aci_bench_run_spec`): generation, the summarization bundle and the
+ACIBench LLM jury on the judges of `jury_config_path`."""
+from __future__ import annotations
+
+from medhelm_core.runspecs.public import build_public_run_spec
+
+
+def run_spec(bench, jury_config_path: str | None = None) -> dict:
+    return build_public_run_spec(bench, jury_config_path=jury_config_path)

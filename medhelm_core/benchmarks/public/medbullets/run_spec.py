@@ -1,0 +1,8 @@
+"""`medbullets` (HELM `get_medbullets_run_spec`): multiple choice, the exact-match bundle."""
+from __future__ import annotations
+
+from medhelm_core.runspecs.public import build_public_run_spec
+
+
+def run_spec(bench) -> dict:
+    return build_public_run_spec(bench)

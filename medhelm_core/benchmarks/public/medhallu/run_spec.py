@@ -1,0 +1,8 @@
+"""`medhallu` (HELM `get_medhallu_spec`): generation, the exact-match bundle."""
+from __future__ import annotations
+
+from medhelm_core.runspecs.public import build_public_run_spec
+
+
+def run_spec(bench) -> dict:
+    return build_public_run_spec(bench)

@@ -1,0 +1,9 @@
+"""`mtsamples_replicate` (HELM `get_mtsamples_spec`): generation, the summarization bundle and the
+MTSamplesReplicate LLM jury on the judges of `jury_config_path`."""
+from __future__ import annotations
+
+from medhelm_core.runspecs.public import build_public_run_spec
+
+
+def run_spec(bench, jury_config_path: str | None = None) -> dict:
+    return build_public_run_spec(bench, jury_config_path=jury_config_path)

@@ -1,0 +1,8 @@
+"""`race_based_med` (HELM `get_race_based_med_spec`): multiple choice, the exact-match bundle."""
+from __future__ import annotations
+
+from medhelm_core.runspecs.public import build_public_run_spec
+
+
+def run_spec(bench) -> dict:
+    return build_public_run_spec(bench)

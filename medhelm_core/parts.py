@@ -1,0 +1,63 @@
+"""The parts a benchmark folder provides, as the pipeline uses them (no registry: `catalog` builds them).
+
+* `ScenarioDef`: how to build one HELM scenario class (its instances, scenario.json, ScenarioMetadata);
+* `JuryDef`: an LLM-as-jury annotator (HELM's `LLMAsJuryAnnotator` subclasses), run through the engine;
+* `LocalAnnotatorDef`: an annotator that runs here without a model (HELM's EhrSqlAnnotator).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+
+class InstanceLoader(Protocol):
+    def __call__(self, args: dict[str, Any]) -> list[dict]: ...
+
+
+@dataclass(frozen=True)
+class ScenarioDef:
+    """How to build one HELM scenario class.
+
+    `load(args)` returns HELM Instance dicts in the scenario's own order (ids may be absent: the
+    pipeline assigns `id0, id1, ...` exactly as HELM's `with_instance_ids`).
+    `metadata(args)` returns `scenario.json`: name, description, tags, definition_path.
+    `data_files(args)` lists the local files the instances are read from (for content hashing /
+    staleness); `tier` is "public", "gated" or "private".
+    `helm_metadata(args)` returns HELM's ScenarioMetadata (`get_metadata()`: name, display_name,
+    short_display_name, description, taxonomy, main_metric, main_split), which
+    `helm-summarize --auto-generate-schema` turns into run groups.
+    """
+
+    class_name: str
+    tier: str
+    load: InstanceLoader
+    metadata: Callable[[dict[str, Any]], dict[str, Any]]
+    data_files: Callable[[dict[str, Any]], list[str]]
+    helm_metadata: Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class JuryDef:
+    """What an LLM-as-jury annotator (HELM's `LLMAsJuryAnnotator` subclasses) needs to run.
+
+    `name` is the key of the annotation in `request_state.annotations` (the scenario name);
+    `prompt_template` uses `{QUESTION}`, `{RESPONSE}`, `{GOLD_RESPONSE}`; `criteria` maps each
+    criterion to the sub-keys a judge's JSON must contain; `judges` maps the judge name to
+    `{"model_name": ..., "model_deployment": ...}` in the order they are asked.
+    """
+
+    name: str
+    prompt_template: str
+    criteria: dict[str, list[str]]
+    judges: dict[str, dict[str, str]]
+
+
+@dataclass(frozen=True)
+class LocalAnnotatorDef:
+    """An annotator that runs here, without a model (HELM's non-LLM annotators, e.g. EhrSqlAnnotator
+    which executes SQL): `annotate(request_state)` returns the annotation HELM stores under `name`
+    in `request_state.annotations`. The factory is called once per run, so `annotate` may keep
+    per-run state (the pipeline calls it on the run's request states in order)."""
+
+    name: str
+    annotate: Callable[[dict[str, Any]], Any]

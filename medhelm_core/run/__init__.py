@@ -1,0 +1,17 @@
+"""A MedHELM run as a package of layers, Dagster-free; each layer imports only the ones above it here:
+
+    workspace    Workspace (output folder, deployments, clients, catalog) and RunRef (suite + run name)
+    entries      register_runs: run entries + run specs of a suite, the dataset partitions they need
+    datasets     build_dataset: the instances of one scenario spec
+    requests     build_requests: a run's prompts, in HELM's order
+    completions  run_completions: every request answered once, through the engine
+    annotations  run_annotations: the LLM jury and local annotators
+    scores       compute_stats, write_files: HELM's metrics, the run's HELM files
+    preflight    validate_runs: data files and deployments checked before anything is sent
+    estimate     estimate_runs: tokens and dollars, before anything is sent
+
+Each layer function takes a `Workspace` and one run (or scenario spec), reads its inputs from DuckDB
+and replaces its own rows in one transaction. The Dagster assets and the command line both call
+these, so there is one code path.
+"""
+from medhelm_core.run.workspace import RunRef, Workspace  # noqa: F401

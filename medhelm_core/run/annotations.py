@@ -1,0 +1,109 @@
+"""Layer 5, the annotations: the LLM jury (judge calls through the engine, a verdict per judge)
+and the local annotators (EhrSqlAnnotator) on a run's request states."""
+from __future__ import annotations
+
+import json
+
+from medhelm_core import jury
+from medhelm_core.engine import EngineReport, Job
+from medhelm_core.errors import MedhelmError
+from medhelm_core.parts import LocalAnnotatorDef
+from medhelm_core.run.completions import budget_stop
+from medhelm_core.run.entries import load_run_spec
+from medhelm_core.run.workspace import RunRef, Workspace, in_data_scope
+from medhelm_core.store import insert_rows, request_key
+
+
+def load_request_states(ws: Workspace, run: RunRef, with_annotations: bool = True) -> list[dict]:
+    """The run's request states with results (and annotations), in HELM's order."""
+    with ws.store.connect() as conn:
+        rows = conn.execute(
+            "SELECT r.position, r.request_state, c.result FROM requests r"
+            " LEFT JOIN completions c ON c.request_key = r.request_key"
+            " WHERE r.suite = ? AND r.run_name = ? ORDER BY r.position", [run.suite, run.run_name]).fetchall()
+        ann = {}
+        if with_annotations:
+            for pos, annotator, annotation in conn.execute(
+                    "SELECT position, annotator, annotation FROM annotations WHERE suite = ? AND run_name = ?"
+                    " ORDER BY position, annotator", [run.suite, run.run_name]).fetchall():
+                ann.setdefault(pos, {})[annotator] = json.loads(annotation)
+    states = []
+    for pos, state, result in rows:
+        st = json.loads(state)
+        if result is None:
+            raise MedhelmError(f"{run.run_name}: request {pos} has no completion yet; materialize completions first")
+        ordered = {k: st[k] for k in ("instance", "train_trial_index", "output_mapping", "request") if k in st}
+        ordered["result"] = json.loads(result)
+        for k in ("num_train_instances", "prompt_truncated", "num_conditioning_tokens"):
+            ordered[k] = st[k]
+        if pos in ann:
+            ordered["annotations"] = ann[pos]
+        states.append(ordered)
+    return states
+
+
+@in_data_scope
+def run_annotations(ws: Workspace, run: RunRef) -> dict:
+    spec = load_run_spec(ws, run)
+    juries, local_annotators = [], []
+    for aspec in spec.get("annotators") or []:
+        factory = ws.catalog.annotators.get(aspec["class_name"])
+        if factory is None:
+            raise MedhelmError(f"{run.run_name}: no annotator implementation for {aspec['class_name']}")
+        defn = factory(aspec["args"])
+        (local_annotators if isinstance(defn, LocalAnnotatorDef) else juries).append(defn)
+    states = load_request_states(ws, run, with_annotations=False)
+    plan = []  # (position, instance_id, jury, prompt, [(judge, info, key, request)])
+    jobs = []
+    for pos, st in enumerate(states):
+        for j in juries:
+            prompt = jury.jury_prompt(j, st)
+            calls = []
+            if prompt is not None:
+                for judge, info in j.judges.items():
+                    req = jury.judge_request(info, prompt)
+                    key = request_key(info["model_deployment"], req)
+                    calls.append((judge, info, key))
+                    jobs.append(Job(key, info["model_deployment"], req))
+            plan.append((pos, st["instance"]["id"], j, prompt, calls))
+    results, report = ws.engine(f"{run.run_name} judges").run(jobs) if jobs else ({}, EngineReport())
+    if report.budget_stopped:
+        budget_stop(ws, run, report, "judge requests")  # before writing: no verdict from a call never made
+    ann_rows, verdict_rows = [], []
+    counts: dict[str, int] = {}
+    for pos, iid, j, prompt, calls in plan:
+        verdicts = []
+        if prompt is None:
+            verdicts = [jury.Verdict(name, jury.SKIPPED_EMPTY_OUTPUT) for name in j.judges]
+            keyed = {name: None for name in j.judges}
+        else:
+            keyed = {}
+            for judge, info, key in calls:
+                keyed[judge] = key
+                result = results.get(key)
+                if result is None or not result.get("success"):
+                    err = report.errors.get(key) or (result or {}).get("error") or "request failed"
+                    verdicts.append(jury.Verdict(judge, jury.REQUEST_FAILED, error=err))
+                else:
+                    verdicts.append(jury.parse_judge_output(j, judge, result["completions"][0]["text"]))
+        for v in verdicts:
+            counts[v.status] = counts.get(v.status, 0) + 1
+            verdict_rows.append((run.suite, run.run_name, pos, iid, j.name, v.judge,
+                                 j.judges[v.judge]["model_deployment"], v.status, keyed.get(v.judge), v.raw_text,
+                                 json.dumps(v.parsed) if v.parsed is not None else None, v.error))
+        ann_rows.append((run.suite, run.run_name, pos, iid, j.name,
+                         json.dumps(jury.assemble_annotation(prompt, verdicts), ensure_ascii=False)))
+    for pos, st in enumerate(states):  # local annotators (e.g. EhrSqlAnnotator): no model, no verdicts
+        for la in local_annotators:
+            ann_rows.append((run.suite, run.run_name, pos, st["instance"]["id"], la.name,
+                             json.dumps(la.annotate(st), ensure_ascii=False)))
+    with ws.store.transaction() as conn:
+        conn.execute("DELETE FROM annotations WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
+        conn.execute("DELETE FROM judge_verdicts WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
+        insert_rows(conn, "annotations", ["suite", "run_name", "position", "instance_id", "annotator", "annotation"],
+                    ann_rows)
+        insert_rows(conn, "judge_verdicts", ["suite", "run_name", "position", "instance_id", "annotator", "judge",
+                                             "judge_deployment", "status", "request_key", "raw_text", "parsed",
+                                             "error"], verdict_rows)
+    return {"annotated": len(ann_rows), "judge_calls_new": report.new, "judge_calls_reused": report.reused,
+            "statuses": counts, "report": report}

@@ -1,0 +1,35 @@
+"""Layer 4, the completions: every request of a run answered once (paid for once) by the engine."""
+from __future__ import annotations
+
+import json
+
+from medhelm_core.clients.dspy_program import set_current_run_spec_name
+from medhelm_core.costs import BudgetExhausted
+from medhelm_core.engine import EngineReport, Job
+from medhelm_core.errors import MedhelmError
+from medhelm_core.run.requests import request_rows
+from medhelm_core.run.workspace import RunRef, Workspace
+
+
+def budget_stop(ws: Workspace, run: RunRef, report: EngineReport, what: str):
+    budget = ws.controls.budget
+    head = budget.message() if budget is not None else "budget reached"
+    raise BudgetExhausted(f"{head} Stopped in {run.run_name}: {report.skipped} {what} not sent "
+                          f"({report.new} new, {report.reused} already stored).")
+
+
+def run_completions(ws: Workspace, run: RunRef) -> EngineReport:
+    rows = request_rows(ws, run)
+    if not rows:
+        raise MedhelmError(f"{run.run_name}: no requests built yet")
+    jobs = [Job(k, dep, json.loads(state)["request"]) for _, k, dep, state in rows]
+
+    set_current_run_spec_name(run.run_name)  # HELM's runner global, read by DSPy deployments
+    _, report = ws.engine(f"{run.run_name} completions").run(jobs)
+    if report.budget_stopped:
+        budget_stop(ws, run, report, "model requests")
+    if report.failed:
+        first = next(iter(report.errors.values()))
+        raise MedhelmError(f"{run.run_name}: {report.failed} of {len(jobs)} requests failed "
+                           f"(kept {report.new} new completions; rerun to retry the rest). First error: {first}")
+    return report

@@ -1,0 +1,94 @@
+"""Layer 2, the datasets: the instances of one scenario spec, keyed by the spec and the bytes of its
+data files (a changed file gives a new key, so everything downstream is rebuilt)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from medhelm_core import adapt
+from medhelm_core.catalog import Catalog
+from medhelm_core.errors import MedhelmError
+from medhelm_core.run.entries import scenario_partition_key
+from medhelm_core.run.workspace import Workspace, in_data_scope
+from medhelm_core.store import insert_rows, stable_hash
+
+
+_DIGESTS: dict[tuple, str] = {}
+
+
+def _file_digest(path: str) -> str:
+    """sha256 of a file (or of a folder's files), cached by (path, size, mtime) within the process."""
+    p = Path(path)
+    files = sorted(q for q in p.rglob("*") if q.is_file()) if p.is_dir() else [p]
+    h = hashlib.sha256()
+    for f in files:
+        st = f.stat()
+        memo = (str(f.resolve()), st.st_size, st.st_mtime_ns)
+        if memo not in _DIGESTS:
+            fh_hash = hashlib.sha256()
+            with open(f, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    fh_hash.update(chunk)
+            _DIGESTS[memo] = fh_hash.hexdigest()
+        h.update(str(f).encode())
+        h.update(_DIGESTS[memo].encode())
+    return h.hexdigest()
+
+
+def scenario_key(scenario_spec: dict, catalog: Catalog) -> tuple[str, str]:
+    """(key, content hash) of a dataset: scenario class + args + bytes of its data files.
+    A changed data file gives a new key, so everything downstream is rebuilt."""
+    defn = catalog.scenario(scenario_spec["class_name"])
+    files = defn.data_files(scenario_spec["args"])
+    missing = [f for f in files if not os.path.exists(f)]
+    if missing:
+        # Let the scenario raise its own one-line error naming the file and the arg.
+        defn.load(scenario_spec["args"])
+        raise MedhelmError(f"{scenario_partition_key(scenario_spec)}: data file not found: {missing[0]}")
+    content = stable_hash([(f, _file_digest(f)) for f in files])
+    return stable_hash({"scenario_spec": scenario_spec, "content": content})[:24], content
+
+
+@in_data_scope
+def build_dataset(ws: Workspace, partition_key: str) -> dict:
+    """Instances of one scenario spec (ids assigned as HELM does). Skipped when the same spec and
+    the same data-file bytes were already built."""
+    with ws.store.connect() as conn:
+        row = conn.execute("SELECT scenario_spec FROM scenario_specs WHERE partition_key = ?",
+                           [partition_key]).fetchone()
+    if row is None:
+        raise MedhelmError(f"dataset {partition_key!r} is not used by any registered run entry")
+    sspec = json.loads(row[0])
+    key, content = scenario_key(sspec, ws.catalog)
+    defn = ws.catalog.scenario(sspec["class_name"])
+    with ws.store.connect() as conn:
+        have = conn.execute("SELECT num_instances FROM datasets WHERE scenario_key = ?", [key]).fetchone()
+    built = False
+    if have is None:
+        instances = adapt.assign_instance_ids(defn.load(sspec["args"]))
+        rows = [(key, i, inst.get("id"), inst["split"], json.dumps(inst, ensure_ascii=False))
+                for i, inst in enumerate(instances)]
+        with ws.store.transaction() as conn:
+            conn.execute("DELETE FROM instances WHERE scenario_key = ?", [key])
+            insert_rows(conn, "instances", ["scenario_key", "position", "instance_id", "split", "instance"], rows)
+            conn.execute(
+                "INSERT OR REPLACE INTO datasets (scenario_key, class_name, args, tier, content_hash, num_instances,"
+                " scenario, scenario_metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [key, sspec["class_name"], json.dumps(sspec["args"]), defn.tier, content, len(rows),
+                 json.dumps(defn.metadata(sspec["args"])), json.dumps(_helm_metadata(defn, sspec["args"]))])
+        n, built = len(rows), True
+    else:
+        n = have[0]
+    with ws.store.transaction() as conn:
+        conn.execute("UPDATE scenario_specs SET scenario_key = ?, content_hash = ? WHERE partition_key = ?",
+                     [key, content, partition_key])
+    return {"scenario_key": key, "content_hash": content, "num_instances": n, "built": built, "tier": defn.tier}
+
+
+def _helm_metadata(defn, args: dict) -> dict | None:
+    try:
+        return defn.helm_metadata(args)
+    except NotImplementedError:  # HELM's summarizer skips scenarios without get_metadata()
+        return None

@@ -1,0 +1,215 @@
+"""The pre-run estimate: tokens and dollars the runs would cost, before anything is sent.
+
+`medhelm-run --estimate-cost` prints `format_estimate(estimate_runs(...))`; prices come from the
+deployments settings (see `costs`), token counts from each deployment's tokenizer.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from tabulate import tabulate
+
+from medhelm_core import adapt, jury
+from medhelm_core.errors import MedhelmError
+from medhelm_core.run.workspace import in_data_scope
+from medhelm_core.run.datasets import scenario_key
+from medhelm_core.run.requests import prompt_fitter
+from medhelm_core.store import request_key
+from medhelm_core.tokenizers import is_approximate, tokenizer_or_approximation
+
+
+@dataclass
+class EstimateRow:
+    run_name: str
+    kind: str  # "model" or "judge"
+    deployment: str
+    calls: int = 0
+    reused: int = 0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    usd: float | None = 0.0
+    approximate: bool = False  # prompt tokens counted by tokenizers.ApproximateTokenizer
+
+
+@dataclass
+class Estimate:
+    rows: list[EstimateRow] = field(default_factory=list)
+    unpriced: set[str] = field(default_factory=set)
+    # deployment -> its tokenizer_name, for deployments whose tokenizer this project cannot load
+    approximated: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def total_usd(self) -> float:
+        return sum(r.usd or 0.0 for r in self.rows)
+
+    def by_deployment(self) -> list[EstimateRow]:
+        out: dict[tuple, EstimateRow] = {}
+        for r in self.rows:
+            agg = out.setdefault((r.deployment, r.kind), EstimateRow("", r.kind, r.deployment))
+            agg.calls += r.calls
+            agg.reused += r.reused
+            agg.prompt_tokens += r.prompt_tokens
+            agg.output_tokens += r.output_tokens
+            agg.usd = None if (agg.usd is None or r.usd is None) else agg.usd + r.usd
+            agg.approximate = agg.approximate or r.approximate
+        return list(out.values())
+
+
+def _tokenizer(ws, deployment: str):
+    """The deployment's tokenizer, or `tokenizers.ApproximateTokenizer` (4 characters a token) when
+    this project has no implementation of its tokenizer_name (HELM's Hugging Face tokenizers). A
+    tokenizer it implements but cannot load (tiktoken, or its BPE file, missing) stops the estimate
+    with the one-line `TokenizerUnavailable`, as it would stop the run."""
+    return tokenizer_or_approximation(ws.deployment(deployment).tokenizer_name)
+
+
+@in_data_scope
+def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
+    """Tokens and dollars the runs would cost, without sending anything (nor writing anything).
+
+    Model calls: prompt tokens by the deployment's tokenizer + max_tokens × num_completions.
+    Judge calls (every annotator's judges on every instance): the judge prompt built around the
+    model's stored answer when there is one, else around a placeholder counted as the model's
+    max_tokens; output = the judge's max_tokens. Completions already stored cost nothing.
+    """
+    est = Estimate()
+    instances_by_scenario: dict[str, list[dict]] = {}
+    counters: dict[str, Any] = {}
+
+    def count(deployment: str, text: str) -> int:
+        if deployment not in counters:
+            tokenizer = _tokenizer(ws, deployment)
+            counters[deployment] = tokenizer.count
+            if is_approximate(tokenizer):
+                est.approximated[deployment] = tokenizer.name
+        return counters[deployment](text)
+
+    def approximate(deployment: str) -> bool:
+        return deployment in est.approximated
+
+    def price(deployment: str, prompt_tokens: int, output_tokens: int) -> float | None:
+        s = ws.deployment_settings(deployment)
+        if not s.priced:
+            est.unpriced.add(deployment)
+            return None
+        return s.cost(prompt_tokens, output_tokens)
+
+    for _, spec in entries:
+        adapter = spec["adapter_spec"]
+        sspec = spec["scenario_spec"]
+        key, _ = scenario_key(sspec, ws.catalog)
+        if key not in instances_by_scenario:
+            instances_by_scenario[key] = adapt.assign_instance_ids(ws.catalog.scenario(sspec["class_name"]).load(sspec["args"]))
+        sampled = adapt.downsample_eval_instances(instances_by_scenario[key], adapter.get("max_eval_instances"),
+                                                  adapter.get("eval_splits"))
+        dep = adapter["model_deployment"]
+        states = adapt.build_request_states(adapter, sampled, prompt_fitter(ws, dep, approximate=True))
+        keys = [request_key(st["request"]["model_deployment"], st["request"]) for st in states]
+        stored = _stored_results(ws, keys)
+        row = EstimateRow(spec["name"], "model", dep)
+        for st, k in zip(states, keys):
+            req = st["request"]
+            if k in stored:
+                row.reused += 1
+                continue
+            row.calls += 1
+            row.prompt_tokens += count(dep, req["prompt"])
+            row.output_tokens += req["max_tokens"] * max(1, req.get("num_completions") or 1)
+        row.usd = price(dep, row.prompt_tokens, row.output_tokens)
+        row.approximate = row.calls > 0 and approximate(dep)
+        est.rows.append(row)
+
+        judge_rows: dict[str, EstimateRow] = {}
+        judge_jobs: list[tuple[str, str, int, int]] = []  # (deployment, key or "", prompt tokens, output tokens)
+        for aspec in spec.get("annotators") or []:
+            factory = ws.catalog.annotators.get(aspec["class_name"])
+            if factory is None:
+                raise MedhelmError(f"{spec['name']}: annotator {aspec['class_name']} is not implemented")
+            j = factory(aspec["args"])
+            if not getattr(j, "judges", None):
+                continue  # a local annotator (e.g. EhrSqlAnnotator runs the SQL here): no model call
+            for st, k in zip(states, keys):
+                result = stored.get(k)
+                placeholder = result is None
+                filled = {**st, "result": result if result is not None else
+                          {"completions": [{"text": "x"}]}}
+                prompt = jury.jury_prompt(j, filled)
+                if prompt is None:
+                    continue  # a stored empty answer: HELM asks no judge
+                for info in j.judges.values():
+                    jdep = info["model_deployment"]
+                    req = jury.judge_request(info, prompt)
+                    tokens = count(jdep, prompt)
+                    if placeholder:
+                        tokens += st["request"]["max_tokens"] - count(jdep, "x")
+                    judge_jobs.append((jdep, "" if placeholder else request_key(jdep, req), tokens,
+                                       req["max_tokens"]))
+        judge_stored = _stored_results(ws, [k for _, k, _, _ in judge_jobs if k])
+        for jdep, k, tokens, out_tokens in judge_jobs:
+            jr = judge_rows.setdefault(jdep, EstimateRow(spec["name"], "judge", jdep))
+            if k and k in judge_stored:
+                jr.reused += 1
+                continue
+            jr.calls += 1
+            jr.prompt_tokens += tokens
+            jr.output_tokens += out_tokens
+        for jr in judge_rows.values():
+            jr.usd = price(jr.deployment, jr.prompt_tokens, jr.output_tokens)
+            jr.approximate = jr.calls > 0 and approximate(jr.deployment)
+            est.rows.append(jr)
+    return est
+
+
+def _stored_results(ws, keys: list[str]) -> dict[str, dict]:
+    if not keys or not ws.store.path.exists():
+        return {}
+    with ws.store.connect() as conn:
+        rows = conn.execute("SELECT request_key, result FROM completions"
+                            " WHERE request_key IN (SELECT unnest(?::VARCHAR[]))", [keys]).fetchall()
+    return {k: json.loads(r) for k, r in rows}
+
+
+def _usd(value: float | None, approximate: bool = False) -> str:
+    return "n/a" if value is None else ("~" if approximate else "") + f"{value:,.4f}"
+
+
+def _tokens(value: int, approximate: bool = False) -> str:
+    return ("~" if approximate else "") + f"{value:,}"
+
+
+def format_estimate(est: Estimate, budget: float | None = None) -> str:
+    headers = ["run", "calls of", "deployment", "new calls", "reused", "prompt tokens", "max output tokens", "USD"]
+    table = [[r.run_name if r.kind == "model" else "  + jury", r.kind, r.deployment, r.calls, r.reused,
+              _tokens(r.prompt_tokens, r.approximate), f"{r.output_tokens:,}", _usd(r.usd, r.approximate)]
+             for r in est.rows]
+    lines = ["Estimated cost before sending anything (upper bound: prompt tokens by each deployment's tokenizer "
+             "+ max_tokens of output; stored completions cost nothing):", "",
+             tabulate(table, headers=headers, disable_numparse=True, colalign=("left", "left", "left", "right",
+                                                                              "right", "right", "right", "right")),
+             "", "By deployment:"]
+    dep_rows = [[r.deployment, r.kind, r.calls, r.reused, _tokens(r.prompt_tokens, r.approximate),
+                 f"{r.output_tokens:,}", _usd(r.usd, r.approximate)] for r in est.by_deployment()]
+    lines.append(tabulate(dep_rows, headers=["deployment", "calls of", "new calls", "reused", "prompt tokens",
+                                              "max output tokens", "USD"], disable_numparse=True))
+    calls = sum(r.calls for r in est.rows)
+    ptok = sum(r.prompt_tokens for r in est.rows)
+    otok = sum(r.output_tokens for r in est.rows)
+    approx = any(r.approximate for r in est.rows)
+    lines += ["", f"Total: {calls:,} new calls, {_tokens(ptok, approx)} prompt tokens, {otok:,} output tokens at "
+                  f"most, {'~' if approx else ''}${est.total_usd:,.4f}"
+              + (" (priced deployments only)" if est.unpriced else "")]
+    if approx:
+        names = sorted({str(t) for t in est.approximated.values()})
+        lines.append("~ approximate: medhelm has no tokenizer " + ", ".join(names) + " (tokenizer_name of "
+                     + ", ".join(sorted(est.approximated)) + "), so those prompts are counted as 4 characters a "
+                     "token; for counts by a real tokenizer, set tokenizer_name in <local-path>/model_deployments.yaml "
+                     "to one medhelm can load (e.g. openai/o200k_base)")
+    if est.unpriced:
+        lines.append("No price for: " + ", ".join(sorted(est.unpriced)) + " (set input_per_million and "
+                     "output_per_million in conf/deployments.yaml or <local-path>/medhelm_deployments.yaml)")
+    if budget is not None:
+        verdict = "fits within" if est.total_usd <= budget else "exceeds"
+        lines.append(f"The estimate {verdict} --budget ${budget:,.4f}.")
+    return "\n".join(lines)

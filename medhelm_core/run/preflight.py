@@ -1,0 +1,146 @@
+"""Before anything is sent: every run's data files exist, and every model and judge deployment can be
+called (defined, keyed, a client medhelm has, an endpoint that is not a placeholder). Each problem is
+one line naming the deployment and the file to edit."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from medhelm_core.clients import supported_client_classes
+from medhelm_core.conf.deployments import BUILTIN_CONFIG_DIR, load_credentials, resolve_api_key, resolve_base_url
+from medhelm_core.errors import MedhelmError
+from medhelm_core.run.workspace import Workspace, in_data_scope
+from medhelm_core.tokenizers import TokenizerError, get_tokenizer
+
+
+PLACEHOLDER_KEY_PREFIX = "REPLACE_ME"
+
+
+@in_data_scope
+def validate_runs(ws: Workspace, entries: list[tuple[Any, dict]]) -> None:
+    """Everything that can be checked before any row is written or any call is paid for:
+    scenario implemented, data files present, model deployments known with their API keys, a real
+    (not placeholder) key, an endpoint that is a URL and a tokenizer that loads; the juries' judge
+    deployments too. Each problem is one line naming the deployment and the file to edit."""
+
+    credentials = load_credentials(ws.local_path)
+    checked: set[tuple[str, str]] = set()
+    for entry, spec in entries:
+        where = f"{entry.location or 'run entry'}: {spec['name']}"
+        cls = spec["scenario_spec"]["class_name"]
+        defn = ws.catalog.scenarios.get(cls)
+        if defn is None:
+            raise MedhelmError(f"{where}: scenario {cls} is not implemented")
+        files = defn.data_files(spec["scenario_spec"]["args"])
+        for f in files:
+            if not os.path.exists(f):
+                defn.load(spec["scenario_spec"]["args"])  # raises the scenario's own message
+                raise MedhelmError(f"{where}: data file not found: {f}")
+        model = spec["adapter_spec"]["model_deployment"]
+        judges: list[tuple[str, str]] = []  # (judge deployment, jury name)
+        for aspec in spec.get("annotators") or []:
+            factory = ws.catalog.annotators.get(aspec["class_name"])
+            if factory is None:
+                raise MedhelmError(f"{where}: annotator {aspec['class_name']} is not implemented")
+            annotator = factory(aspec["args"])
+            judges += [(j["model_deployment"], getattr(annotator, "name", aspec["class_name"]))
+                       for j in getattr(annotator, "judges", {}).values()]
+        if ("model", model) not in checked:
+            problem = _model_deployment_problem(ws, model, credentials)
+            if problem:
+                raise MedhelmError(f"{where}: {problem}")
+            checked.add(("model", model))
+        for name, jury_name in judges:
+            if ("judge", name) not in checked:
+                problem = _judge_deployment_problem(ws, name, credentials)
+                if problem:
+                    raise MedhelmError(f"judge deployment {name} (jury of {jury_name}) {problem}")
+                checked.add(("judge", name))
+        for name in [model] + [name for name, _ in judges]:
+            if ws.controls.budget is not None and not ws.deployment_settings(name).priced:
+                raise MedhelmError(f"{where}: --budget needs a price for deployment {name!r}: set input_per_million "
+                                   f"and output_per_million for it in {ws.settings.describe()} or "
+                                   f"{ws.local_path}/medhelm_deployments.yaml")
+
+
+def _credentials_file(ws: Workspace, credentials) -> str:
+    source = str(credentials.source)
+    return source if source.startswith("$") else str(ws.local_path / "credentials.conf")
+
+
+def _builtin_hint(ws: Workspace, deployment) -> str:
+    """For HELM's built-in `stanfordhealthcare*` deployments (gateways only Stanford reaches)."""
+    if (deployment.source is None or Path(deployment.source).parent != BUILTIN_CONFIG_DIR
+            or not deployment.host_organization.startswith("stanfordhealthcare")):
+        return ""
+    return (" (the built-in deployment calls Stanford Health Care's gateway, which only Stanford can reach; "
+            "examples/prod_env_public_apis/ maps the public tier to public APIs)")
+
+
+def _endpoint_problem(ws: Workspace, deployment, credentials) -> str | None:
+    """A placeholder API key, or a base_url that is not an http(s) URL (e.g. HELM's unfilled
+    `{endpoint}/...` of the Stanford gateway). The key itself is never shown."""
+
+    deployments_file = ws.local_path / "model_deployments.yaml"
+    try:
+        key = resolve_api_key(deployment, credentials).get_secret_value()
+    except MedhelmError:
+        key = None
+    if key is not None and key.strip().startswith(PLACEHOLDER_KEY_PREFIX):
+        return (f"still has the example's placeholder API key (a value starting with {PLACEHOLDER_KEY_PREFIX}): "
+                f"replace it with your key in {_credentials_file(ws, credentials)}")
+    explicit = deployment.client_spec.args.get("base_url")
+    base_url = resolve_base_url(deployment, credentials)
+    if base_url is not None and ("{" in base_url or not base_url.lower().startswith(("http://", "https://"))):
+        shown = f"client_spec.args.base_url {base_url!r} of {deployment.source}" if explicit is not None else \
+            f"{deployment.host_organization}BaseUrl in {_credentials_file(ws, credentials)}"
+        return (f"has no endpoint it can call: {shown} is not an http(s) URL: set client_spec.args.base_url "
+                f"in {deployments_file}" + _builtin_hint(ws, deployment))
+    return None
+
+
+def _model_deployment_problem(ws: Workspace, name: str, credentials) -> str | None:
+    try:
+        ws.client(name)  # known, supported client class, API key found
+    except MedhelmError as e:
+        dep = ws.registry.deployments.get(name)
+        return str(e) + (_builtin_hint(ws, dep) if dep is not None else "")
+    dep = ws.deployment(name)
+    problem = _endpoint_problem(ws, dep, credentials)
+    if problem:
+        return f"model deployment {name} {problem}"
+    try:  # prompt fitting and the metrics need it: fail now, not after the completions are paid for
+        get_tokenizer(dep.tokenizer_name)
+    except TokenizerError as e:
+        return f"model deployment {name} (tokenizer_name in {dep.source}): {e}"
+    return None
+
+
+def _judge_deployment_problem(ws: Workspace, name: str, credentials) -> str | None:
+    """Why a judge cannot be called (not defined, no key, placeholder key, no endpoint, client class
+    not callable), as the rest of `judge deployment <name> (jury of <jury>) ...`."""
+
+    deployments_file = ws.local_path / "model_deployments.yaml"
+    dep = ws.registry.deployments.get(name)
+    if dep is None:
+        searched = ", ".join(ws.registry.deployment_files)
+        return f"is not defined: map the judge in {deployments_file} (searched: {searched})"
+    try:
+        resolve_api_key(dep, credentials)
+    except MedhelmError:
+        return (f"has no API key: add {dep.host_organization}ApiKey to {_credentials_file(ws, credentials)} "
+                f"or map the judge in {deployments_file}" + _builtin_hint(ws, dep))
+
+    cls = dep.client_spec.class_name
+    if cls not in supported_client_classes():
+        return (f"uses client class {cls}, which medhelm cannot call (it calls OpenAI-compatible endpoints): "
+                f"map the judge in {deployments_file}" + _builtin_hint(ws, dep))
+    problem = _endpoint_problem(ws, dep, credentials)
+    if problem:
+        return problem
+    try:
+        ws.client(name)
+    except MedhelmError as e:
+        return f"cannot be called: {e}: map the judge in {deployments_file}"
+    return None

@@ -1,0 +1,127 @@
+"""The run's workspace: where a suite lives (the output folder: DuckDB + HELM files), its
+deployments and clients, its benchmark catalog; and `RunRef`, one run (suite + HELM run name)."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from medhelm_core import data_sources
+from medhelm_core.catalog import Catalog, load_catalog
+from medhelm_core.clients import client_for_deployment
+from medhelm_core.conf.deployments import load_credentials, load_model_registry
+from medhelm_core.engine import CompletionEngine, RunControls
+from medhelm_core.errors import MedhelmError
+from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH
+from medhelm_core.ratelimit import SettingsRegistry
+from medhelm_core.store import Store
+from medhelm_core.tokenizers import TokenizerError, get_tokenizer
+
+
+@dataclass(frozen=True)
+class RunRef:
+    suite: str
+    run_name: str
+
+    @property
+    def partition_key(self) -> str:
+        return f"{self.suite}/{self.run_name}"
+
+    @classmethod
+    def from_partition_key(cls, key: str) -> "RunRef":
+        suite, _, run_name = key.partition("/")
+        if not run_name:
+            raise MedhelmError(f"partition key {key!r} is not '<suite>/<run name>'")
+        return cls(suite, run_name)
+
+
+@dataclass
+class Workspace:
+    """Where a suite lives: the output folder (DuckDB + HELM files) and the model deployments."""
+
+    output_path: Path
+    local_path: Path = Path("prod_env")
+    num_threads: int = 8
+    progress: Callable[[int, int], None] | None = None
+    # Benchmark folders of the user's own, beside the built-in ones (`--benchmark-path`).
+    benchmark_paths: tuple[str, ...] = ()
+    # The invocation's budget and progress display (shared by every engine this workspace starts).
+    controls: RunControls = field(default_factory=RunControls)
+    _deployments: dict | None = field(default=None, repr=False)
+    _clients: dict = field(default_factory=dict, repr=False)
+    _settings: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.output_path = Path(self.output_path)
+        self.local_path = Path(self.local_path)
+        self.store = Store.in_output_path(self.output_path)
+        self.benchmark_paths = tuple(str(p) for p in self.benchmark_paths)
+
+    def data_scope(self):
+        """Online scenario downloads go to `<output-path>/scenarios` (as HELM's) inside this scope."""
+        return data_sources.cache_rooted(self.output_path / "scenarios")
+
+    @property
+    def catalog(self) -> Catalog:
+        """The benchmarks this workspace runs: the built-in folders plus `benchmark_paths`."""
+        return load_catalog(self.benchmark_paths)
+
+    # -- deployments and clients -----------------------------------------------------------
+    @property
+    def registry(self):
+        """HELM's model registry: built-in deployments plus `<local_path>` (prod_env)."""
+        if self._deployments is None:
+
+            self._deployments = load_model_registry(self.local_path)
+        return self._deployments
+
+    def deployment(self, name: str):
+        return self.registry.get_deployment(name)
+
+    def client(self, name: str):
+        if name not in self._clients:
+
+            self._clients[name] = client_for_deployment(self.deployment(name), load_credentials(self.local_path),
+                                                        timeout_s=self.deployment_settings(name).timeout_s)
+        return self._clients[name]
+
+    @property
+    def settings(self):
+        """medhelm's per-deployment limits and prices (`conf/deployments.yaml`, then
+        `<local_path>/medhelm_deployments.yaml`); see `medhelm_core.ratelimit`."""
+        if self._settings is None:
+
+            self._settings = SettingsRegistry.load(self.local_path)
+        return self._settings
+
+    def deployment_settings(self, name: str):
+        return self.settings.for_deployment(name)
+
+    def token_counter(self, name: str) -> Callable[[str], int]:
+        """Prompt tokens as the deployment's tokenizer counts them (~4 characters a token without one)."""
+        try:
+            return get_tokenizer(self.deployment(name).tokenizer_name).count
+        except (TokenizerError, MedhelmError):
+            return lambda text: max(1, len(text) // 4)
+
+    def model_metadata_paths(self) -> list[Path]:
+        """Model display names: the project's conf/model_metadata.yaml, then prod_env's."""
+        local = self.local_path / "model_metadata.yaml"
+        return [DEFAULT_MODEL_METADATA_PATH] + ([local] if local.exists() else [])
+
+    def engine(self, label: str = "") -> CompletionEngine:
+        return CompletionEngine(self.store, self.client, num_threads=self.num_threads, progress=self.progress,
+                                settings_for=self.deployment_settings, tokens_for=self.token_counter,
+                                budget=self.controls.budget, progress_factory=self.controls.progress_factory,
+                                label=label)
+
+
+def in_data_scope(layer: Callable) -> Callable:
+    """A layer function `(ws, ...)` that reads scenario data does so inside `ws.data_scope()`."""
+    @functools.wraps(layer)
+    def scoped(ws: Workspace, *args: Any, **kwargs: Any):
+        with ws.data_scope():
+            return layer(ws, *args, **kwargs)
+
+    return scoped

@@ -1,0 +1,76 @@
+"""What a user selects, spelled once: pydantic models that both the command line (argparse) and
+Dagster's run config (`dg.Config` subclasses in `assets/`) are built from.
+
+* `RunSelection`: helm-run's selection (`medhelm-run`, the `run_entries` asset);
+* `SummarizeSelection`: helm-summarize's (`medhelm-summarize`, the `summarize_target` asset).
+
+The defaults are Dagster's (what the UI's launchpad starts from: the shipped example); the command
+line marks some fields required instead, as helm-run does.
+"""
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from typing import Any, Mapping, Optional
+
+from pydantic import BaseModel, Field
+
+
+class RunSelection(BaseModel):
+    """helm-run's selection: which confs, which suite, how many instances."""
+
+    conf_paths: list[str] = Field(default=["conf/example.conf"], description="HELM run-entry .conf files")
+    suite: str = Field(default="example", description="name of this set of runs")
+    max_eval_instances: int = Field(default=10, description="instances per run (HELM's --max-eval-instances)")
+    num_train_trials: int = Field(default=1, description="train trials (HELM's --num-train-trials)")
+    priority: Optional[int] = Field(default=None, description="run entries with priority <= this")
+    models_to_run: Optional[list[str]] = Field(default=None, description="only these models")
+
+
+class SummarizeSelection(BaseModel):
+    """helm-summarize's selection: `--suite S`, or `--release R --suites S1 S2 …`, and the schema."""
+
+    suite: Optional[str] = Field(default="example", description="summarize this suite")
+    suites: Optional[list[str]] = Field(default=None, description="the suites of --release")
+    release: Optional[str] = Field(default=None, description="summarize these suites as one release")
+    schema_path: Optional[str] = Field(default=None, description="the presentation schema (schema_*.yaml)")
+    auto_generate_schema: bool = Field(default=True, description="generate the schema from the runs' metadata")
+
+
+def _kind(annotation: Any) -> tuple[type, bool]:
+    """(element type, is a list) of a field's annotation, Optional[...] unwrapped."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+    if typing.get_origin(annotation) is list:
+        return typing.get_args(annotation)[0], True
+    return annotation, False
+
+
+def add_arguments(parser: argparse.ArgumentParser, model: type[BaseModel], *, required: tuple[str, ...] = (),
+                  defaults: Mapping[str, Any] | None = None, aliases: Mapping[str, list[str]] | None = None) -> None:
+    """One `--flag-name` per field of `model` (lists take `nargs="+"`, booleans are switches);
+    `required` fields have no default, `defaults` replace the model's on the command line."""
+    defaults = defaults or {}
+    aliases = aliases or {}
+    for name, info in model.model_fields.items():
+        flags = [f"--{name.replace('_', '-')}", *aliases.get(name, [])]
+        kind, is_list = _kind(info.annotation)
+        kwargs: dict[str, Any] = {"dest": name, "help": info.description}
+        if kind is bool and not is_list:
+            kwargs["action"] = "store_true"
+            kwargs["default"] = defaults.get(name, False)
+        else:
+            if is_list:
+                kwargs["nargs"] = "+"
+            if kind in (int, float):
+                kwargs["type"] = kind
+            if name in required:
+                kwargs["required"] = True
+            else:
+                kwargs["default"] = defaults.get(name, info.default)
+        parser.add_argument(*flags, **kwargs)
+
+
+def from_arguments(model: type[BaseModel], args: argparse.Namespace) -> BaseModel:
+    return model(**{name: getattr(args, name) for name in model.model_fields})

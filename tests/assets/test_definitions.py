@@ -1,0 +1,49 @@
+"""The Dagster definitions load, and their asset graph is the one recorded in snapshots/definitions.json:
+keys, groups, partitions, dependencies, checks, code versions and jobs. A change to the graph shows
+up here as a diff; after checking that it is intended, rewrite the snapshot with
+`MEDHELM_UPDATE_SNAPSHOTS=1 python -m pytest tests/assets/test_definitions.py`."""
+import json
+import os
+import warnings
+from pathlib import Path
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "definitions.json"
+
+
+def graph_summary() -> dict:
+    warnings.filterwarnings("ignore")
+    from assets.definitions import defs
+
+    repo = defs.get_repository_def()
+    graph = repo.asset_graph
+    checks: dict[str, list[str]] = {}
+    for check in graph.asset_check_keys:
+        checks.setdefault(check.asset_key.to_user_string(), []).append(check.name)
+    assets = {}
+    for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
+        node = graph.get(key)
+        parts = node.partitions_def
+        assets[key.to_user_string()] = {
+            "group": node.group_name,
+            "materializable": node.is_materializable,
+            "partitions": None if parts is None else f"{type(parts).__name__}:{getattr(parts, 'name', None)}",
+            "deps": sorted(k.to_user_string() for k in node.parent_keys),
+            "checks": sorted(checks.get(key.to_user_string(), [])),
+            "code_version": node.code_version,
+        }
+    jobs = sorted(j.name for j in repo.get_all_jobs() if not j.name.startswith("__"))
+    return {"assets": assets, "jobs": jobs}
+
+
+def test_definitions_match_the_snapshot():
+    summary = graph_summary()
+    if os.environ.get("MEDHELM_UPDATE_SNAPSHOTS"):
+        SNAPSHOT.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    assert summary == json.loads(SNAPSHOT.read_text())
+
+
+def test_every_layer_of_a_run_is_partitioned_by_run():
+    assets = graph_summary()["assets"]
+    for layer in ("requests", "completions", "annotations", "instance_stats", "run_stats"):
+        assert assets[layer]["partitions"] == "DynamicPartitionsDefinition:runs", layer
+    assert assets["completions"]["deps"] == ["requests"] and assets["annotations"]["deps"] == ["completions"]
