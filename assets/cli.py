@@ -1,5 +1,6 @@
-"""`medhelm-run` and `medhelm-summarize`: HELM's command lines, executed as Dagster materializations
-of the same assets the UI shows (not a second code path)."""
+"""`medhelm-run` and `medhelm-summarize`: HELM's command lines, executed as the declared Dagster jobs
+and assets the UI shows (not a second code path). Dagster and the asset modules are imported inside
+the commands that need them, so `--help`, `--dry-run` and bad arguments answer without loading them."""
 from __future__ import annotations
 
 import argparse

@@ -32,6 +32,6 @@ defs = dg.Definitions(
     assets=[run_entries, *DATASET_ASSETS.values(), *PER_RUN_ASSETS, *SUMMARY_ASSETS, *PUBLISHED_ASSETS],
     jobs=[register_suite, *dataset_jobs, run_layers],
     asset_checks=[*CHECKS, *SQL_CHECKS],
-    resources={"medhelm": MedhelmResource(), "run_controls": RunControls(), "published": PublishedResource()},
+    resources={"medhelm": MedhelmResource(), "run_controls": RunControls(), "published": PublishedResource.from_env()},
     executor=dg.in_process_executor,
 )

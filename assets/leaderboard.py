@@ -11,8 +11,12 @@ from assets.errors import user_errors
 
 from assets.resources import MedhelmResource
 from medhelm_core.selections import SummarizeSelection
+from medhelm_core.server.report import leaderboard_metadata
+from medhelm_core.summarize.kept import keep_current_target
+from medhelm_core.summarize.summarize import prepare_summarize
 from medhelm_core.summarize.sql_models import (SQL_DIR, ModelDoc, data_test_sql, load_model_doc, load_sql_models,
                                                parse_sql_model, sql_model_files)
+from medhelm_core.summarize_files import write_leaderboard_files
 
 RUN_LEVEL_INPUTS = {"runs", "run_stats"}  # written per run by the scores step
 ALL_RUNS = dg.AllPartitionMapping()
@@ -27,8 +31,6 @@ class SummarizeConfig(dg.Config, SummarizeSelection):
           description="What to summarize (summarize_target) and the schema and model tables the SQL reads.")
 @user_errors
 def summarize_target(config: SummarizeConfig, medhelm: MedhelmResource) -> dg.MaterializeResult:
-    from medhelm_core.summarize.summarize import prepare_summarize
-
     ws = medhelm.workspace()
     with ws.store.transaction() as conn:
         target = prepare_summarize(conn, schema_path=config.schema_path, suite=config.suite, suites=config.suites,
@@ -100,8 +102,6 @@ _SINKS = [n for n in _MODELS if not any(n in deps for deps, _ in _MODELS.values(
                       "model, keyed by `target` (suite or release).")
 @user_errors
 def leaderboards_by_target(medhelm: MedhelmResource) -> dg.MaterializeResult:
-    from medhelm_core.summarize.kept import keep_current_target
-
     with medhelm.workspace().store.transaction() as conn:
         target, rows = keep_current_target(conn)
         targets = [r[0] for r in conn.execute("SELECT DISTINCT target FROM leaderboard.table_cells ORDER BY 1")
@@ -114,8 +114,6 @@ def leaderboards_by_target(medhelm: MedhelmResource) -> dg.MaterializeResult:
                       "files, written from DuckDB.")
 @user_errors
 def leaderboard_files(medhelm: MedhelmResource) -> dg.MaterializeResult:
-    from medhelm_core.summarize_files import write_leaderboard_files
-
     ws = medhelm.workspace()
     info = write_leaderboard_files(ws)
     tables = info.pop("top_table_markdown", "")
@@ -127,8 +125,6 @@ def leaderboard_files(medhelm: MedhelmResource) -> dg.MaterializeResult:
 def _page_metadata(ws) -> dict:
     """The leaderboard as medhelm-server shows it (HELM's number format, models as columns), row counts,
     costs, judge statuses and the published comparison; a preview must never fail the asset."""
-    from medhelm_core.server.report import leaderboard_metadata
-
     try:
         with ws.store.connect() as conn:
             md = leaderboard_metadata(conn, output_path=ws.output_path)

@@ -7,6 +7,8 @@ from assets.errors import user_errors
 
 from assets.partitions import runs_partitions, scenario_partitions
 from assets.resources import MedhelmResource, RunControlsParam
+from medhelm_core.conf.expand import expand_confs
+from medhelm_core.costs import run_cost
 from medhelm_core.run import annotations as annotation_layer
 from medhelm_core.run import completions as completion_layer
 from medhelm_core.run import datasets as dataset_layer
@@ -26,8 +28,6 @@ class RunEntriesConfig(dg.Config, RunSelection):
 @user_errors
 def run_entries(context: dg.AssetExecutionContext, config: RunEntriesConfig,
                 medhelm: MedhelmResource) -> dg.MaterializeResult:
-    from medhelm_core.conf.expand import expand_confs
-
     ws = medhelm.workspace()
     entries = expand_confs(config.conf_paths, max_eval_instances=config.max_eval_instances,
                            num_train_trials=config.num_train_trials, priority=config.priority,
@@ -118,8 +118,6 @@ def _engine_metadata(report) -> dict:
 
 def _run_cost_metadata(ws, run, kind: str) -> dict:
     """The run's cost so far from the `run_costs` view (all materializations, reused answers included)."""
-    from medhelm_core.costs import run_cost
-
     cost = run_cost(ws, run.suite, run.run_name).get(f"{kind}_cost_usd")
     return {f"run_{kind}_cost_usd": dg.MetadataValue.float(round(float(cost or 0.0), 6))}
 

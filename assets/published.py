@@ -15,43 +15,44 @@ MEDHELM_PUBLISHED_SUITE_PREFIX, and for GCS MEDHELM_PUBLISHED_TOKEN / STORAGE_EM
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 import dagster as dg
 
 from assets.errors import user_errors
 
 from assets.resources import MedhelmResource
-from medhelm_core.published.source import DEFAULT_GCS_SOURCE
+from medhelm_core.published.importer import Importer, list_target, wanted_kinds
+from medhelm_core.published.leaderboard import rebuild_and_compare
+from medhelm_core.published.rescore import rescore_target
+from medhelm_core.published.source import DEFAULT_GCS_SOURCE, open_source
+from medhelm_core.selections import ImportSelection
 
 
 def _flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-class PublishedResource(dg.ConfigurableResource):
-    """Which published results the `published` assets follow."""
+class PublishedResource(dg.ConfigurableResource, ImportSelection):
+    """Which published results the `published` assets follow (`ImportSelection`, medhelm-import's
+    arguments); `from_env()` reads them from `$MEDHELM_PUBLISHED_*`."""
 
-    source: str = os.environ.get("MEDHELM_PUBLISHED_SOURCE", DEFAULT_GCS_SOURCE)
-    release: Optional[str] = os.environ.get("MEDHELM_PUBLISHED_RELEASE") or None
-    suite: Optional[str] = os.environ.get("MEDHELM_PUBLISHED_SUITE") or None
-    with_completions: bool = _flag("MEDHELM_PUBLISHED_WITH_COMPLETIONS")
-    suite_prefix: str = os.environ.get("MEDHELM_PUBLISHED_SUITE_PREFIX", "")
-    token: Optional[str] = os.environ.get("MEDHELM_PUBLISHED_TOKEN") or None
-    endpoint_url: Optional[str] = None
-    jobs: int = 16
+    @classmethod
+    def from_env(cls) -> "PublishedResource":
+        env = os.environ
+        return cls(source=env.get("MEDHELM_PUBLISHED_SOURCE", DEFAULT_GCS_SOURCE),
+                   release=env.get("MEDHELM_PUBLISHED_RELEASE") or None,
+                   suite=env.get("MEDHELM_PUBLISHED_SUITE") or None,
+                   with_completions=_flag("MEDHELM_PUBLISHED_WITH_COMPLETIONS"),
+                   suite_prefix=env.get("MEDHELM_PUBLISHED_SUITE_PREFIX", ""),
+                   token=env.get("MEDHELM_PUBLISHED_TOKEN") or None)
 
     def configured(self) -> bool:
         return bool(self.release or self.suite)
 
     def open(self):
-        from medhelm_core.published.source import open_source
-
         return open_source(self.source, token=self.token, endpoint_url=self.endpoint_url)
 
     def importer(self, store):
-        from medhelm_core.published.importer import Importer
-
         return Importer(store, self.open(), release=self.release, suite=self.suite,
                         with_completions=self.with_completions, jobs=self.jobs, suite_prefix=self.suite_prefix)
 
@@ -66,8 +67,6 @@ def published_results(published: PublishedResource) -> dg.ObserveResult:
     if not published.configured():
         return dg.ObserveResult(data_version=dg.DataVersion("not-configured"),
                                 metadata={"note": "set MEDHELM_PUBLISHED_RELEASE or MEDHELM_PUBLISHED_SUITE"})
-    from medhelm_core.published.importer import list_target, wanted_kinds
-
     source = published.open()
     listing = list_target(source, published.release, published.suite,
                           wanted_kinds(True, published.with_completions), source.fetch)
@@ -101,8 +100,6 @@ def published_import(published: PublishedResource, medhelm: MedhelmResource) -> 
                       "release's own schema.json, compared cell by cell (table leaderboard_comparison).")
 @user_errors
 def published_leaderboard_comparison(published: PublishedResource, medhelm: MedhelmResource) -> dg.MaterializeResult:
-    from medhelm_core.published.leaderboard import rebuild_and_compare
-
     target = published.release or published.suite
     summary = rebuild_and_compare(medhelm.workspace().store, target)
     return dg.MaterializeResult(metadata={
@@ -120,8 +117,6 @@ def published_leaderboard_comparison(published: PublishedResource, medhelm: Medh
 def published_rescore(published: PublishedResource, medhelm: MedhelmResource) -> dg.MaterializeResult:
     if not published.with_completions:
         return dg.MaterializeResult(metadata={"note": "completions not imported (MEDHELM_PUBLISHED_WITH_COMPLETIONS)"})
-    from medhelm_core.published.rescore import rescore_target
-
     ws = medhelm.workspace()
     summary = rescore_target(ws.store, published.release or published.suite, local_path=str(ws.local_path))
     return dg.MaterializeResult(metadata={"runs": summary.runs, "stats": summary.stats, "equal": summary.equal,

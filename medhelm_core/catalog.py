@@ -130,9 +130,12 @@ class Benchmark:
                 sys.modules[name] = module
                 try:
                     spec.loader.exec_module(module)
-                except BaseException:
+                except SyntaxError as e:
                     del sys.modules[name]
-                    raise
+                    raise MedhelmError(f"{path}:{e.lineno}: {e.msg}") from e
+                except Exception as e:  # the folder's code failed to import: say which file, on one line
+                    del sys.modules[name]
+                    raise MedhelmError(f"{path}: cannot be loaded: {type(e).__name__}: {first_line(e)}") from e
                 self._modules[part] = module
         return self._modules[part]
 

@@ -2,7 +2,8 @@
 Dagster's run config (`dg.Config` subclasses in `assets/`) are built from.
 
 * `RunSelection`: helm-run's selection (`medhelm-run`, the `run_entries` asset);
-* `SummarizeSelection`: helm-summarize's (`medhelm-summarize`, the `summarize_target` asset).
+* `SummarizeSelection`: helm-summarize's (`medhelm-summarize`, the `summarize_target` asset);
+* `ImportSelection`: which published results (`medhelm-import`, the `published` resource).
 
 The defaults are Dagster's (what the UI's launchpad starts from: the shipped example); the command
 line marks some fields required instead, as helm-run does.
@@ -15,6 +16,8 @@ import typing
 from typing import Any, Mapping, Optional
 
 from pydantic import BaseModel, Field
+
+from medhelm_core.published.source import DEFAULT_GCS_SOURCE
 
 
 class RunSelection(BaseModel):
@@ -38,6 +41,27 @@ class SummarizeSelection(BaseModel):
     auto_generate_schema: bool = Field(default=True, description="generate the schema from the runs' metadata")
 
 
+class ImportSelection(BaseModel):
+    """Which published results: a release or a suite of a benchmark_output on GCS, on disk or behind
+    any fsspec URL, and how to fetch it."""
+
+    source: str = Field(default=DEFAULT_GCS_SOURCE, description="benchmark_output location: gs://bucket/path "
+                        "(anonymous unless --token), a local folder, or an fsspec URL")
+    release: Optional[str] = Field(default=None, description="release name (reads releases/<R>/summary.json for "
+                                   "its suites); 'latest': the newest under releases/ by version order")
+    suite: Optional[str] = Field(default=None, description="a suite on its own (runs/<S>/), e.g. one that has no "
+                                 "release")
+    with_completions: bool = Field(default=False, description="also import scenario_state.json (completions and "
+                                   "judge annotations; by far the largest files)")
+    suite_prefix: str = Field(default="", description="name published suites <prefix><suite> in the runs/run_stats "
+                              "tables (needed when a suite of the same name holds your own runs)")
+    token: Optional[str] = Field(default=None, description="GCS credentials: 'google_default', 'cloud', or a "
+                                 "service-account JSON file (default: anonymous)")
+    endpoint_url: Optional[str] = Field(default=None, description="GCS endpoint (default: $STORAGE_EMULATOR_HOST "
+                                        "or Google's)")
+    jobs: int = Field(default=16, description="concurrent downloads")
+
+
 def _kind(annotation: Any) -> tuple[type, bool]:
     """(element type, is a list) of a field's annotation, Optional[...] unwrapped."""
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
@@ -47,13 +71,18 @@ def _kind(annotation: Any) -> tuple[type, bool]:
     return annotation, False
 
 
-def add_arguments(parser: argparse.ArgumentParser, model: type[BaseModel], *, required: tuple[str, ...] = (),
-                  defaults: Mapping[str, Any] | None = None, aliases: Mapping[str, list[str]] | None = None) -> None:
+def add_arguments(parser: argparse.ArgumentParser | argparse._ActionsContainer, model: type[BaseModel], *,
+                  required: tuple[str, ...] = (), defaults: Mapping[str, Any] | None = None,
+                  aliases: Mapping[str, list[str]] | None = None, only: tuple[str, ...] | None = None,
+                  skip: tuple[str, ...] = ()) -> None:
     """One `--flag-name` per field of `model` (lists take `nargs="+"`, booleans are switches);
-    `required` fields have no default, `defaults` replace the model's on the command line."""
+    `required` fields have no default, `defaults` replace the model's on the command line; `only` /
+    `skip` pick the fields (e.g. to put some in a mutually exclusive group)."""
     defaults = defaults or {}
     aliases = aliases or {}
     for name, info in model.model_fields.items():
+        if (only is not None and name not in only) or name in skip:
+            continue
         flags = [f"--{name.replace('_', '-')}", *aliases.get(name, [])]
         kind, is_list = _kind(info.annotation)
         kwargs: dict[str, Any] = {"dest": name, "help": info.description}

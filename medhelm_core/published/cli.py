@@ -17,6 +17,7 @@ import warnings
 from typing import Optional
 
 from medhelm_core.errors import MedhelmError
+from medhelm_core.selections import ImportSelection, add_arguments
 
 PROG = "medhelm-import"
 LATEST = "latest"
@@ -26,26 +27,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Import published HELM results (a release or a suite of "
                                 "a benchmark_output on GCS, on disk or behind any fsspec URL), rebuild the "
                                 "leaderboard from them and compare it with the published one, cell by cell.")
-    p.add_argument("--source", required=True,
-                   help="benchmark_output location: gs://bucket/path (anonymous unless --token), a local folder, "
-                        "or an fsspec URL")
-    target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--release", help="release name (reads releases/<R>/summary.json for its suites); "
-                                           "'latest': the newest under releases/ by version order")
-    target.add_argument("--suite", help="a suite on its own (runs/<S>/), e.g. one that has no release")
-    p.add_argument("--with-completions", action="store_true",
-                   help="also import scenario_state.json (completions and judge annotations; by far the largest files)")
+    add_arguments(p, ImportSelection, required=("source",), only=("source",))
+    add_arguments(p.add_mutually_exclusive_group(required=True), ImportSelection, only=("release", "suite"))
+    add_arguments(p, ImportSelection, only=("with_completions",))
     p.add_argument("--no-per-instance", action="store_true", help="skip per_instance_stats.json (tables only)")
     p.add_argument("--rescore", action="store_true",
                    help="re-score the published completions with our metrics (implies --with-completions)")
     p.add_argument("--output-path", "-o", default="benchmark_output", help="where medhelm.duckdb lives")
-    p.add_argument("--suite-prefix", default="",
-                   help="name published suites <prefix><suite> in the runs/run_stats tables (needed when a suite "
-                        "of the same name holds your own runs)")
-    p.add_argument("--jobs", "-j", type=int, default=16, help="concurrent downloads")
-    p.add_argument("--token", default=None,
-                   help="GCS credentials: 'google_default', 'cloud', or a service-account JSON file (default: anonymous)")
-    p.add_argument("--endpoint-url", default=None, help="GCS endpoint (default: $STORAGE_EMULATOR_HOST or Google's)")
+    add_arguments(p, ImportSelection, only=("suite_prefix", "jobs", "token", "endpoint_url"), aliases={"jobs": ["-j"]})
     p.add_argument("--no-compare", action="store_true", help="import only; do not rebuild and compare")
     p.add_argument("--write-files", metavar="DIR", default=None,
                    help="also write the rebuilt leaderboard's HELM files under DIR (releases/<R>/ or runs/<S>/)")

@@ -157,6 +157,13 @@ def test_bad_folders_get_one_line_errors(tmp_path):
     (partial / "run_spec.py").unlink()
     with pytest.raises(MedhelmError, match=r"benchmark toy_yesno .*: run_spec.py must define run_spec\(\)"):
         Catalog([tmp_path / "partial"]).run_spec_functions
+    broken_code = toy_folder(tmp_path / "code")
+    (broken_code / "scenario.py").write_text("def load(bench, args)\n    return []\n")
+    with pytest.raises(MedhelmError, match=r"code/toy_yesno/scenario.py:1: "):
+        Catalog([tmp_path / "code"]).scenarios
+    (broken_code / "scenario.py").write_text("import no_such_module_here\n")
+    with pytest.raises(MedhelmError, match=r"scenario.py: cannot be loaded: ModuleNotFoundError: No module named"):
+        Catalog([tmp_path / "code"]).scenarios
     with pytest.raises(MedhelmError, match="benchmark folder not found"):
         Catalog([tmp_path / "nowhere"])
     with pytest.raises(MedhelmError, match="scenario class nope.Nope is not implemented"):

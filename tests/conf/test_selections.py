@@ -39,3 +39,20 @@ def test_switches_aliases_and_command_line_defaults():
     args = parser.parse_args(["--schema", "s.yaml", "--auto-generate-schema", "--release", "r", "--suites", "a", "b"])
     assert from_arguments(SummarizeSelection, args) == SummarizeSelection(
         suite=None, suites=["a", "b"], release="r", schema_path="s.yaml", auto_generate_schema=True)
+
+
+def test_the_import_resource_is_the_import_selection(monkeypatch):
+    from assets.published import PublishedResource
+    from medhelm_core.published.cli import build_parser
+    from medhelm_core.selections import ImportSelection
+
+    assert PublishedResource.model_fields.keys() == ImportSelection.model_fields.keys()
+    monkeypatch.setenv("MEDHELM_PUBLISHED_RELEASE", "v2.0.0")
+    monkeypatch.setenv("MEDHELM_PUBLISHED_WITH_COMPLETIONS", "yes")
+    res = PublishedResource.from_env()
+    assert (res.release, res.suite, res.with_completions, res.jobs) == ("v2.0.0", None, True, 16)
+    args = build_parser().parse_args(["--source", "gs://b/p", "--suite", "s", "-j", "4", "--suite-prefix", "pub-"])
+    got = ImportSelection(**{k: getattr(args, k) for k in ImportSelection.model_fields})
+    assert got == ImportSelection(source="gs://b/p", suite="s", jobs=4, suite_prefix="pub-")
+    with pytest.raises(SystemExit):  # --release and --suite exclude each other
+        build_parser().parse_args(["--source", "x", "--release", "r", "--suite", "s"])
