@@ -17,8 +17,6 @@ from typing import Any, Mapping, Optional
 
 from pydantic import BaseModel, Field
 
-from medhelm_core.published.source import DEFAULT_GCS_SOURCE
-
 
 class RunSelection(BaseModel):
     """helm-run's selection: which confs, which suite, how many instances."""
@@ -39,6 +37,10 @@ class SummarizeSelection(BaseModel):
     release: Optional[str] = Field(default=None, description="summarize these suites as one release")
     schema_path: Optional[str] = Field(default=None, description="the presentation schema (schema_*.yaml)")
     auto_generate_schema: bool = Field(default=True, description="generate the schema from the runs' metadata")
+
+
+# Where MedHELM's published results are (Stanford CRFM's public bucket).
+DEFAULT_GCS_SOURCE = "gs://crfm-helm-public/medhelm/benchmark_output"
 
 
 class ImportSelection(BaseModel):

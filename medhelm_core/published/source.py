@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from medhelm_core.errors import MedhelmError
+from medhelm_core.selections import DEFAULT_GCS_SOURCE  # noqa: F401  (re-exported)
 
 GZIP_MAGIC = b"\x1f\x8b"
-DEFAULT_GCS_SOURCE = "gs://crfm-helm-public/medhelm/benchmark_output"
 
 
 class SourceUnreachable(MedhelmError):
