@@ -246,6 +246,7 @@ class Catalog:
     def __init__(self, roots: Iterable[str | Path] = (BUILTIN_ROOT,), edition: str = DEFAULT_EDITION):
         self.edition = edition
         self.benchmarks: dict[str, Benchmark] = {}
+        self._built: dict[str, ScenarioDef | None] = {}
         for root in roots:
             root = Path(root)
             if not root.is_dir():
@@ -275,15 +276,27 @@ class Catalog:
         return {name: b.run_spec_function() for name, b in self.benchmarks.items()}
 
     @functools.cached_property
-    def scenarios(self) -> dict[str, ScenarioDef]:
-        """HELM scenario class_name -> ScenarioDef."""
-        out: dict[str, ScenarioDef] = {}
+    def _by_scenario_class(self) -> dict[str, Benchmark]:
+        out: dict[str, Benchmark] = {}
         for b in self.benchmarks.values():
-            cls = b.scenario_class
-            if cls in out:
-                continue  # several run entries of one scenario class (the first folder builds it)
-            out[cls] = b.scenario()
+            out.setdefault(b.scenario_class, b)  # several run entries of one class: the first folder builds it
         return out
+
+    def find_scenario(self, class_name: str) -> ScenarioDef | None:
+        """The ScenarioDef of a HELM scenario class, or None; only that folder's code is loaded."""
+        if class_name not in self._built:
+            bench = self._by_scenario_class.get(class_name)
+            self._built[class_name] = bench.scenario() if bench is not None else None
+        return self._built[class_name]
+
+    def tier_of(self, class_name: str) -> str | None:
+        bench = self._by_scenario_class.get(class_name)
+        return bench.tier if bench is not None else None
+
+    @property
+    def scenarios(self) -> dict[str, ScenarioDef]:
+        """HELM scenario class_name -> ScenarioDef, every folder's (loads all of their code)."""
+        return {cls: self.find_scenario(cls) for cls in self._by_scenario_class}
 
     @functools.cached_property
     def annotators(self) -> dict[str, Callable[[dict[str, Any]], JuryDef | LocalAnnotatorDef]]:
@@ -307,7 +320,7 @@ class Catalog:
         return out
 
     def scenario(self, class_name: str) -> ScenarioDef:
-        defn = self.scenarios.get(class_name)
+        defn = self.find_scenario(class_name)
         if defn is None:
             raise MedhelmError(f"scenario class {class_name} is not implemented (no benchmark folder of "
                                f"{self!r} has it; a folder of your own is given with ${PATH_ENV} or --benchmark-path)")

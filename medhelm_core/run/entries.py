@@ -12,10 +12,10 @@ from medhelm_core.run.workspace import RunRef, Workspace
 
 def tier_of(run_spec: dict, catalog: Catalog) -> str:
     cls = run_spec["scenario_spec"]["class_name"]
-    defn = catalog.scenarios.get(cls)
-    if defn is None:
+    tier = catalog.tier_of(cls)
+    if tier is None:
         raise MedhelmError(f"{run_spec['name']}: no scenario implementation for {cls}")
-    return defn.tier
+    return tier
 
 
 TIERS = ("public", "gated", "private")

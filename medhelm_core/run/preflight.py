@@ -29,7 +29,7 @@ def validate_runs(ws: Workspace, entries: list[tuple[Any, dict]]) -> None:
     for entry, spec in entries:
         where = f"{entry.location or 'run entry'}: {spec['name']}"
         cls = spec["scenario_spec"]["class_name"]
-        defn = ws.catalog.scenarios.get(cls)
+        defn = ws.catalog.find_scenario(cls)
         if defn is None:
             raise MedhelmError(f"{where}: scenario {cls} is not implemented")
         files = defn.data_files(spec["scenario_spec"]["args"])

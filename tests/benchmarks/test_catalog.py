@@ -164,6 +164,10 @@ def test_bad_folders_get_one_line_errors(tmp_path):
     (broken_code / "scenario.py").write_text("import no_such_module_here\n")
     with pytest.raises(MedhelmError, match=r"scenario.py: cannot be loaded: ModuleNotFoundError: No module named"):
         Catalog([tmp_path / "code"]).scenarios
+    # Only the folder asked for is loaded: a broken folder of one's own does not break the others.
+    mixed = Catalog([BUILTIN_ROOT, tmp_path / "code"])
+    assert mixed.scenario("helm.benchmark.scenarios.pubmed_qa_scenario.PubMedQAScenario").tier == "public"
+    assert mixed.tier_of("example.toy.ToyYesNoScenario") == "public"
     with pytest.raises(MedhelmError, match="benchmark folder not found"):
         Catalog([tmp_path / "nowhere"])
     with pytest.raises(MedhelmError, match="scenario class nope.Nope is not implemented"):
