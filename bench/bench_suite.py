@@ -1,0 +1,144 @@
+"""A whole suite against many endpoints: wall time of medhelm-run beside the physical lower bound.
+
+    .venv/bin/python bench/bench_suite.py [--shared ../shared] [--instances 50] [--latency-ms 500]
+
+Setup (issue 12's): 8 model deployments and 3 judge deployments, each its own mock server
+(`mock_openai_server.py --latency-ms 500 --jitter-ms 200`), each `max_concurrency: 4`; 24 runs = 3
+scenarios of the synthetic inputs (shc_ptbm_med, clear, and mental_health with a 3-judge jury) × 8
+models, 50 instances each.
+
+Reported: the lower bound, max over deployments d of (requests_d × mean latency / limit_d), which
+is what an invocation keeping every endpoint busy could reach; medhelm-run's wall time and its
+ratio to the bound (process start-up shown apart); the peak in flight per deployment (never above
+its limit); a rerun with nothing new. (helm-run on the same suite is not part of this script yet.)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+MODELS = [f"bench-m{i}" for i in range(8)]
+JUDGES = [f"bench-j{i}" for i in range(3)]
+LIMIT = 4
+
+
+def deployment(name: str, port: int) -> str:
+    return (f"  - name: mockai/{name}\n    model_name: mockai/{name}\n    tokenizer_name: simple/tokenizer1\n"
+            f"    max_sequence_length: 128000\n    client_spec:\n"
+            f"      class_name: \"helm.clients.openai_client.OpenAIClient\"\n"
+            f"      args:\n        base_url: \"http://127.0.0.1:{port}/v1\"\n        openai_model_name: \"{name}\"\n")
+
+
+def metadata(name: str) -> str:
+    return (f"  - name: mockai/{name}\n    display_name: Mock {name}\n    description: mock\n"
+            f"    creator_organization_name: MockAI\n    access: open\n    release_date: 2025-01-01\n"
+            f"    tags: [TEXT_MODEL_TAG, FULL_FUNCTIONALITY_TEXT_MODEL_TAG, INSTRUCTION_FOLLOWING_MODEL_TAG]\n")
+
+
+def start_mock(shared: Path, root: Path, name: str, latency_ms: int, jitter_ms: int):
+    port_file = root / f"{name}.port"
+    proc = subprocess.Popen([sys.executable, str(shared / "tools" / "mock_openai_server.py"), "--port", "0",
+                             "--port-file", str(port_file), "--latency-ms", str(latency_ms),
+                             "--jitter-ms", str(jitter_ms), "--max-seconds", "3600"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not (port_file.exists() and port_file.read_text().strip()):
+        time.sleep(0.05)
+    return proc, int(port_file.read_text().strip())
+
+
+def stats(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def reset(port: int) -> None:
+    urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/stats/reset", data=b"", method="POST"),
+                           timeout=10).read()
+
+
+def main() -> None:
+    here = Path(__file__).resolve().parents[1]
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shared", default=str(here.parent / "shared"))
+    p.add_argument("--instances", type=int, default=50)
+    p.add_argument("--latency-ms", type=int, default=500)
+    p.add_argument("--jitter-ms", type=int, default=200)
+    args = p.parse_args()
+    shared = Path(args.shared).resolve()
+    bindir = Path(sys.executable).parent
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        work = root / "work"
+        shutil.copytree(shared / "oracle" / "synthetic" / "inputs", work)
+        for f in work.rglob("*"):
+            f.chmod(f.stat().st_mode | stat.S_IWUSR)
+        mocks, ports = [], {}
+        try:
+            for name in MODELS + JUDGES:
+                proc, ports[name] = start_mock(shared, root, name, args.latency_ms, args.jitter_ms)
+                mocks.append(proc)
+            env_dir = work / "prod_env"
+            (env_dir / "model_deployments.yaml").write_text(
+                "model_deployments:\n" + "".join(deployment(n, ports[n]) for n in MODELS + JUDGES))
+            (env_dir / "model_metadata.yaml").write_text("models:\n" + "".join(metadata(n) for n in MODELS + JUDGES))
+            (env_dir / "medhelm_deployments.yaml").write_text(
+                "deployments:\n" + "".join(f"  mockai/{n}:\n    max_concurrency: {LIMIT}\n" for n in MODELS + JUDGES))
+            (work / "private" / "bench_jury.yaml").write_text(
+                "judges:\n" + "".join(f"  - name: \"{n}\"\n    model: \"mockai/{n}\"\n    model_deployment: \"mockai/{n}\"\n"
+                                      for n in JUDGES))
+            entries = []
+            for m in MODELS:
+                model = f"model=mockai/{m},model_deployment=mockai/{m}"
+                entries += [f"shc_ptbm_med:data_path=work/private/shc_ptbm_med.csv,{model}",
+                            f"clear:condition=alcohol_dependence,data_path=work/private/clear/,{model}",
+                            f"mental_health:data_path=work/private/mental_health.csv,"
+                            f"jury_config_path=work/private/bench_jury.yaml,{model}"]
+            (work / "conf" / "bench.conf").write_text(
+                "entries: [\n" + ",\n".join(f'  {{description: "{e}", priority: 1}}' for e in entries) + "\n]\n")
+            env = {**os.environ, "DAGSTER_HOME": str(root / "dh"), "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+            (root / "dh").mkdir()
+            run = [str(bindir / "medhelm-run"), "--conf-paths", "work/conf/bench.conf", "--suite", "bench",
+                   "--max-eval-instances", str(args.instances), "--num-threads", str(LIMIT), "--output-path", "out",
+                   "--local-path", "work/prod_env", "--no-progress"]
+
+            def timed(cmd: list[str]) -> float:
+                start = time.perf_counter()
+                subprocess.run(cmd, check=True, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                return time.perf_counter() - start
+
+            start_up = timed([str(bindir / "python"), "-c", "import assets.cli, assets.definitions"])
+            first = timed(run)
+            per_dep = {n: stats(ports[n]) for n in MODELS + JUDGES}
+            for n in MODELS + JUDGES:
+                reset(ports[n])
+            again = timed(run)
+            rerun_calls = sum(stats(ports[n])["total_requests"] for n in MODELS + JUDGES)
+        finally:
+            for proc in mocks:
+                proc.terminate()
+    latency = args.latency_ms / 1000.0  # the mock's jitter is symmetric around it
+    work_s = {n: s["total_requests"] * latency / LIMIT for n, s in per_dep.items()}
+    bound = max(work_s.values())
+    busiest = max(work_s, key=work_s.get)
+    calls = sum(s["total_requests"] for s in per_dep.values())
+    print(f"{len(MODELS) * 3} runs x {args.instances} instances, {len(MODELS)} model + {len(JUDGES)} judge deployments,"
+          f" limit {LIMIT} each, mock latency {args.latency_ms}±{args.jitter_ms} ms: {calls} calls")
+    print(f"lower bound (busiest deployment, {busiest}: {per_dep[busiest]['total_requests']} calls): {bound:7.1f} s")
+    print(f"medhelm-run, first run:                       {first:7.1f} s   ratio to the bound {first / bound:5.2f}"
+          f"  (minus start-up {start_up:.1f} s: {(first - start_up) / bound:5.2f})")
+    print(f"medhelm-run, rerun with nothing new:          {again:7.1f} s   ({rerun_calls} calls)")
+    print("peak in flight per deployment (limit {}): ".format(LIMIT)
+          + ", ".join(f"{n} {s['max_in_flight']}" for n, s in per_dep.items()))
+
+
+if __name__ == "__main__":
+    main()
