@@ -240,6 +240,23 @@ def _folders(root: Path) -> Iterable[tuple[Path, str | None]]:
             yield folder, None
 
 
+class _RunSpecFunctions(Mapping):
+    def __init__(self, benchmarks: Mapping[str, Benchmark]):
+        self._benchmarks = benchmarks
+        self._functions: dict[str, Callable[..., dict]] = {}
+
+    def __getitem__(self, name: str) -> Callable[..., dict]:
+        if name not in self._functions:
+            self._functions[name] = self._benchmarks[name].run_spec_function()  # KeyError: no such entry
+        return self._functions[name]
+
+    def __iter__(self):
+        return iter(self._benchmarks)
+
+    def __len__(self) -> int:
+        return len(self._benchmarks)
+
+
 class Catalog:
     """The benchmarks of some roots, read for one edition, indexed by what the pipeline looks up."""
 
@@ -271,9 +288,10 @@ class Catalog:
             raise MedhelmError(f"no benchmark named {name!r}") from None
 
     @functools.cached_property
-    def run_spec_functions(self) -> dict[str, Callable[..., dict]]:
-        """Run-entry name -> HELM run-spec function (HELM's `@run_spec_function` registry)."""
-        return {name: b.run_spec_function() for name, b in self.benchmarks.items()}
+    def run_spec_functions(self) -> Mapping[str, Callable[..., dict]]:
+        """Run-entry name -> HELM run-spec function (HELM's `@run_spec_function` registry); a
+        folder's run_spec.py is loaded when its entry is first looked up."""
+        return _RunSpecFunctions(self.benchmarks)
 
     @functools.cached_property
     def _by_scenario_class(self) -> dict[str, Benchmark]:

@@ -156,7 +156,9 @@ def test_bad_folders_get_one_line_errors(tmp_path):
     partial = toy_folder(tmp_path / "partial")
     (partial / "run_spec.py").unlink()
     with pytest.raises(MedhelmError, match=r"benchmark toy_yesno .*: run_spec.py must define run_spec\(\)"):
-        Catalog([tmp_path / "partial"]).run_spec_functions
+        Catalog([tmp_path / "partial"]).run_spec_functions["toy_yesno"]
+    # Only the entry looked up is loaded: the built-in entries still expand beside it.
+    assert Catalog([BUILTIN_ROOT, tmp_path / "partial"]).run_spec_functions["pubmed_qa"]()["name"] == "pubmed_qa"
     broken_code = toy_folder(tmp_path / "code")
     (broken_code / "scenario.py").write_text("def load(bench, args)\n    return []\n")
     with pytest.raises(MedhelmError, match=r"code/toy_yesno/scenario.py:1: "):
