@@ -33,6 +33,13 @@ def require_path_arg(args: dict[str, Any], key: str, entry: str) -> str:
     return value
 
 
+def data_path_file(args: dict[str, Any], entry: str) -> str:
+    """The run entry's `data_path`: present, a path string, an existing file (one-line errors)."""
+    path = require_path_arg(args, "data_path", entry)
+    require_file(path, entry, "data_path")
+    return path
+
+
 def require_file(path: str, entry: str, what: str, detail: str = "") -> None:
     """HELM's `check_file_exists` (os.path.exists), as a one-line MedhelmError.
 

@@ -22,9 +22,9 @@ from typing import Any
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
 from medhelm_core.scenarios._common import (
+    data_path_file,
     first_line,
     missing_column,
-    require_file,
     require_path_arg,
     unlimited_csv_fields,
 )
@@ -68,8 +68,7 @@ def _read_prompts(bench, path: str) -> dict[str, Any]:
 def load(bench, args: dict[str, Any]) -> list[dict]:
     entry = bench.name
     choices: list[str] = list(bench.text["scenario"]["answer_choices"])
-    path = require_path_arg(args, "data_path", entry)
-    require_file(path, entry, "data_path")
+    path = data_path_file(args, entry)
     instances = []
     for prompt, answer in _read_prompts(bench, path).items():
         if answer not in choices:

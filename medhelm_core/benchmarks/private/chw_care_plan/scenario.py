@@ -8,9 +8,9 @@ from typing import Any
 
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
 from medhelm_core.scenarios._common import (
+    data_path_file,
     py_value,
     read_csv_frame,
-    require_file,
     require_path_arg,
     row_value,
 )
@@ -21,8 +21,7 @@ def load(bench, args: dict[str, Any]) -> list[dict]:
 
     entry = bench.name
     spec = bench.text["scenario"]
-    path = require_path_arg(args, "data_path", entry)
-    require_file(path, entry, "data_path")
+    path = data_path_file(args, entry)
     df = read_csv_frame(path, entry, "data_path")
     instances = []
     for _, row in df.iterrows():

@@ -10,14 +10,13 @@ from typing import Any
 
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
-from medhelm_core.scenarios._common import first_line, require_file, require_path_arg, unlimited_csv_fields
+from medhelm_core.scenarios._common import data_path_file, first_line, require_path_arg, unlimited_csv_fields
 
 
 def load(bench, args: dict[str, Any]) -> list[dict]:
     entry = bench.name
     spec = bench.text["scenario"]
-    path = require_path_arg(args, "data_path", entry)
-    require_file(path, entry, "data_path")
+    path = data_path_file(args, entry)
     fields: dict[str, str] = spec["fields"]
     instances = []
 
