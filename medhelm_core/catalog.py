@@ -337,6 +337,13 @@ class Catalog:
                 out[cls] = factory
         return out
 
+    def annotator(self, annotator_spec: Mapping[str, Any], where: str) -> JuryDef | LocalAnnotatorDef:
+        """The annotator a run spec's AnnotatorSpec `{"class_name", "args"}` describes."""
+        factory = self.annotators.get(annotator_spec["class_name"])
+        if factory is None:
+            raise MedhelmError(f"{where}: annotator {annotator_spec['class_name']} is not implemented")
+        return factory(annotator_spec["args"])
+
     def scenario(self, class_name: str) -> ScenarioDef:
         defn = self.find_scenario(class_name)
         if defn is None:

@@ -47,10 +47,7 @@ def run_annotations(ws: Workspace, run: RunRef) -> dict:
     spec = load_run_spec(ws, run)
     juries, local_annotators = [], []
     for aspec in spec.get("annotators") or []:
-        factory = ws.catalog.annotators.get(aspec["class_name"])
-        if factory is None:
-            raise MedhelmError(f"{run.run_name}: no annotator implementation for {aspec['class_name']}")
-        defn = factory(aspec["args"])
+        defn = ws.catalog.annotator(aspec, run.run_name)
         (local_annotators if isinstance(defn, LocalAnnotatorDef) else juries).append(defn)
     states = load_request_states(ws, run, with_annotations=False)
     plan = []  # (position, instance_id, jury, prompt, [(judge, info, key, request)])

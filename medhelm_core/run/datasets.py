@@ -10,6 +10,7 @@ from pathlib import Path
 from medhelm_core import adapt
 from medhelm_core.catalog import Catalog
 from medhelm_core.errors import MedhelmError
+from medhelm_core.parts import ScenarioDef
 from medhelm_core.run.entries import scenario_partition_key
 from medhelm_core.run.workspace import Workspace, in_data_scope
 from medhelm_core.store import insert_rows, stable_hash
@@ -37,16 +38,22 @@ def _file_digest(path: str) -> str:
     return h.hexdigest()
 
 
+def existing_data_files(defn: ScenarioDef, args: dict, where: str) -> list[str]:
+    """The data files a scenario spec reads, all present; for a missing one the scenario raises its
+    own one-line error naming the file and the argument (else `<where>: data file not found: ...`)."""
+    files = defn.data_files(args)
+    missing = [f for f in files if not os.path.exists(f)]
+    if missing:
+        defn.load(args)
+        raise MedhelmError(f"{where}: data file not found: {missing[0]}")
+    return files
+
+
 def scenario_key(scenario_spec: dict, catalog: Catalog) -> tuple[str, str]:
     """(key, content hash) of a dataset: scenario class + args + bytes of its data files.
     A changed data file gives a new key, so everything downstream is rebuilt."""
     defn = catalog.scenario(scenario_spec["class_name"])
-    files = defn.data_files(scenario_spec["args"])
-    missing = [f for f in files if not os.path.exists(f)]
-    if missing:
-        # Let the scenario raise its own one-line error naming the file and the arg.
-        defn.load(scenario_spec["args"])
-        raise MedhelmError(f"{scenario_partition_key(scenario_spec)}: data file not found: {missing[0]}")
+    files = existing_data_files(defn, scenario_spec["args"], scenario_partition_key(scenario_spec))
     content = stable_hash([(f, _file_digest(f)) for f in files])
     return stable_hash({"scenario_spec": scenario_spec, "content": content})[:24], content
 

@@ -12,7 +12,6 @@ from typing import Any
 from tabulate import tabulate
 
 from medhelm_core import adapt, jury
-from medhelm_core.errors import MedhelmError
 from medhelm_core.run.workspace import in_data_scope
 from medhelm_core.run.datasets import scenario_key
 from medhelm_core.run.requests import prompt_fitter
@@ -124,10 +123,7 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
         judge_rows: dict[str, EstimateRow] = {}
         judge_jobs: list[tuple[str, str, int, int]] = []  # (deployment, key or "", prompt tokens, output tokens)
         for aspec in spec.get("annotators") or []:
-            factory = ws.catalog.annotators.get(aspec["class_name"])
-            if factory is None:
-                raise MedhelmError(f"{spec['name']}: annotator {aspec['class_name']} is not implemented")
-            j = factory(aspec["args"])
+            j = ws.catalog.annotator(aspec, spec["name"])
             if not getattr(j, "judges", None):
                 continue  # a local annotator (e.g. EhrSqlAnnotator runs the SQL here): no model call
             for st, k in zip(states, keys):

@@ -3,13 +3,13 @@ called (defined, keyed, a client medhelm has, an endpoint that is not a placehol
 one line naming the deployment and the file to edit."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from medhelm_core.clients import supported_client_classes
 from medhelm_core.conf.deployments import BUILTIN_CONFIG_DIR, load_credentials, resolve_api_key, resolve_base_url
 from medhelm_core.errors import MedhelmError
+from medhelm_core.run.datasets import existing_data_files
 from medhelm_core.run.workspace import Workspace, in_data_scope
 from medhelm_core.tokenizers import TokenizerError, get_tokenizer
 
@@ -23,7 +23,6 @@ def validate_runs(ws: Workspace, entries: list[tuple[Any, dict]]) -> None:
     scenario implemented, data files present, model deployments known with their API keys, a real
     (not placeholder) key, an endpoint that is a URL and a tokenizer that loads; the juries' judge
     deployments too. Each problem is one line naming the deployment and the file to edit."""
-
     credentials = load_credentials(ws.local_path)
     checked: set[tuple[str, str]] = set()
     for entry, spec in entries:
@@ -32,18 +31,11 @@ def validate_runs(ws: Workspace, entries: list[tuple[Any, dict]]) -> None:
         defn = ws.catalog.find_scenario(cls)
         if defn is None:
             raise MedhelmError(f"{where}: scenario {cls} is not implemented")
-        files = defn.data_files(spec["scenario_spec"]["args"])
-        for f in files:
-            if not os.path.exists(f):
-                defn.load(spec["scenario_spec"]["args"])  # raises the scenario's own message
-                raise MedhelmError(f"{where}: data file not found: {f}")
+        existing_data_files(defn, spec["scenario_spec"]["args"], where)
         model = spec["adapter_spec"]["model_deployment"]
         judges: list[tuple[str, str]] = []  # (judge deployment, jury name)
         for aspec in spec.get("annotators") or []:
-            factory = ws.catalog.annotators.get(aspec["class_name"])
-            if factory is None:
-                raise MedhelmError(f"{where}: annotator {aspec['class_name']} is not implemented")
-            annotator = factory(aspec["args"])
+            annotator = ws.catalog.annotator(aspec, where)
             judges += [(j["model_deployment"], getattr(annotator, "name", aspec["class_name"]))
                        for j in getattr(annotator, "judges", {}).values()]
         if ("model", model) not in checked:
@@ -81,7 +73,6 @@ def _builtin_hint(ws: Workspace, deployment) -> str:
 def _endpoint_problem(ws: Workspace, deployment, credentials) -> str | None:
     """A placeholder API key, or a base_url that is not an http(s) URL (e.g. HELM's unfilled
     `{endpoint}/...` of the Stanford gateway). The key itself is never shown."""
-
     deployments_file = ws.local_path / "model_deployments.yaml"
     try:
         key = resolve_api_key(deployment, credentials).get_secret_value()
@@ -120,7 +111,6 @@ def _model_deployment_problem(ws: Workspace, name: str, credentials) -> str | No
 def _judge_deployment_problem(ws: Workspace, name: str, credentials) -> str | None:
     """Why a judge cannot be called (not defined, no key, placeholder key, no endpoint, client class
     not callable), as the rest of `judge deployment <name> (jury of <jury>) ...`."""
-
     deployments_file = ws.local_path / "model_deployments.yaml"
     dep = ws.registry.deployments.get(name)
     if dep is None:

@@ -16,7 +16,6 @@ def prompt_fitter(ws: Workspace, deployment_name: str, approximate: bool = False
     """HELM's context-window fitting for the deployment (`truncate_from_right`). `approximate`
     (the cost estimate): a tokenizer this project does not implement is replaced by
     `tokenizers.ApproximateTokenizer` instead of being an error."""
-
     dep = ws.deployment(deployment_name)
     max_len = getattr(dep, "max_sequence_length", None)
     if not max_len:

@@ -72,7 +72,6 @@ class Workspace:
     def registry(self):
         """HELM's model registry: built-in deployments plus `<local_path>` (prod_env)."""
         if self._deployments is None:
-
             self._deployments = load_model_registry(self.local_path)
         return self._deployments
 
@@ -81,7 +80,6 @@ class Workspace:
 
     def client(self, name: str):
         if name not in self._clients:
-
             self._clients[name] = client_for_deployment(self.deployment(name), load_credentials(self.local_path),
                                                         timeout_s=self.deployment_settings(name).timeout_s)
         return self._clients[name]
@@ -91,7 +89,6 @@ class Workspace:
         """medhelm's per-deployment limits and prices (`conf/deployments.yaml`, then
         `<local_path>/medhelm_deployments.yaml`); see `medhelm_core.ratelimit`."""
         if self._settings is None:
-
             self._settings = SettingsRegistry.load(self.local_path)
         return self._settings
 

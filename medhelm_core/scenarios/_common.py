@@ -33,6 +33,11 @@ def require_path_arg(args: dict[str, Any], key: str, entry: str) -> str:
     return value
 
 
+def data_path_files(bench, args: dict[str, Any]) -> list[str]:
+    """`files(bench, args)` of a scenario whose one data file is the run entry's `data_path`."""
+    return [require_path_arg(args, "data_path", bench.name)]
+
+
 def data_path_file(args: dict[str, Any], entry: str) -> str:
     """The run entry's `data_path`: present, a path string, an existing file (one-line errors)."""
     path = require_path_arg(args, "data_path", entry)

@@ -23,9 +23,9 @@ from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
 from medhelm_core.scenarios._common import (
     data_path_file,
+    data_path_files,
     first_line,
     missing_column,
-    require_path_arg,
     unlimited_csv_fields,
 )
 
@@ -80,5 +80,4 @@ def load(bench, args: dict[str, Any]) -> list[dict]:
     return instances
 
 
-def files(bench, args: dict[str, Any]) -> list[str]:
-    return [require_path_arg(args, "data_path", bench.name)]
+files = data_path_files  # the one data file is the run entry's data_path

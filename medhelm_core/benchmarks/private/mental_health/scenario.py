@@ -11,9 +11,9 @@ from typing import Any
 from medhelm_core.helm_types import TEST_SPLIT, instance, passage_question_text, reference
 from medhelm_core.scenarios._common import (
     data_path_file,
+    data_path_files,
     py_value,
     read_csv_frame,
-    require_path_arg,
     row_value,
 )
 
@@ -42,5 +42,4 @@ def load(bench, args: dict[str, Any]) -> list[dict]:
     return instances
 
 
-def files(bench, args: dict[str, Any]) -> list[str]:
-    return [require_path_arg(args, "data_path", bench.name)]
+files = data_path_files  # the one data file is the run entry's data_path

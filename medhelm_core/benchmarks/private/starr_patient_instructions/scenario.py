@@ -10,7 +10,7 @@ from typing import Any
 
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
-from medhelm_core.scenarios._common import data_path_file, first_line, require_path_arg, unlimited_csv_fields
+from medhelm_core.scenarios._common import data_path_file, data_path_files, first_line, unlimited_csv_fields
 
 
 def load(bench, args: dict[str, Any]) -> list[dict]:
@@ -45,5 +45,4 @@ def load(bench, args: dict[str, Any]) -> list[dict]:
     return instances
 
 
-def files(bench, args: dict[str, Any]) -> list[str]:
-    return [require_path_arg(args, "data_path", bench.name)]
+files = data_path_files  # the one data file is the run entry's data_path

@@ -14,13 +14,13 @@
 from __future__ import annotations
 
 import io
-import json
 from typing import Any
 
 from medhelm_core import data_sources as ds
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import instance, reference
-from medhelm_core.scenarios.public._base import no_args as check, parse_error  # noqa: F401  (check: HELM has no constructor args)
+from medhelm_core.scenarios.public._base import no_args as check  # noqa: F401  (HELM has no constructor args)
+from medhelm_core.scenarios.public.json_files import read_json
 
 
 def database_path(bench) -> str:
@@ -71,10 +71,7 @@ def load(bench, args: dict[str, Any]) -> list[dict]:
     instances = []
     for split_name, helm_split in bench.text["data"]["splits"].items():
         located = split_file(bench, split_name)
-        try:
-            entries = json.loads(located.read_text())
-        except (ValueError, UnicodeDecodeError) as e:
-            raise parse_error(bench.name, located, e) from None
+        entries = read_json(bench, located)
         if not isinstance(entries, list):
             raise MedhelmError(f"{bench.name}: {located} does not hold a JSON list")
         for entry in entries:
