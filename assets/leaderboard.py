@@ -14,8 +14,8 @@ from medhelm_core.selections import SummarizeSelection
 from medhelm_core.server.report import leaderboard_metadata
 from medhelm_core.summarize.kept import keep_current_target
 from medhelm_core.summarize.summarize import prepare_summarize
-from medhelm_core.summarize.sql_models import (SQL_DIR, ModelDoc, data_test_sql, load_model_doc, load_sql_models,
-                                               parse_sql_model, sql_model_files)
+from medhelm_core.summarize.sql_models import (SQL_DIR, ModelDoc, data_test_sql, load_model_docs, load_sql_models,
+                                               sql_model_files)
 from medhelm_core.summarize_files import write_leaderboard_files
 
 RUN_LEVEL_INPUTS = {"runs", "run_stats"}  # written per run by the scores step
@@ -40,9 +40,8 @@ def summarize_target(config: SummarizeConfig, medhelm: MedhelmResource) -> dg.Ma
     return dg.MaterializeResult(metadata={"target": target, "runs": runs})
 
 
-def _sql_asset(path: Path, model_names: set[str]) -> dg.AssetsDefinition:
-    name, deps, sql = parse_sql_model(path)
-    doc = load_model_doc(path)
+def _sql_asset(path: Path, deps: list[str], sql: str, doc: ModelDoc, model_names: set[str]) -> dg.AssetsDefinition:
+    name = path.stem
     asset_deps = []
     for d in deps:
         if d in model_names:
@@ -91,9 +90,9 @@ def _data_test_check(doc: ModelDoc, column: str, test: str) -> dg.AssetChecksDef
 
 _FILES = sql_model_files(SQL_DIR)
 _MODELS = load_sql_models(SQL_DIR)
-SQL_ASSETS = [_sql_asset(path, set(_MODELS)) for path in _FILES.values()]
-SQL_CHECKS = [_data_test_check(doc, c.name, t) for doc in map(load_model_doc, _FILES.values())
-              for c in doc.columns for t in c.tests]
+_DOCS = load_model_docs(SQL_DIR)
+SQL_ASSETS = [_sql_asset(path, *_MODELS[name], _DOCS[name], set(_MODELS)) for name, path in _FILES.items()]
+SQL_CHECKS = [_data_test_check(doc, c.name, t) for doc in _DOCS.values() for c in doc.columns for t in c.tests]
 _SINKS = [n for n in _MODELS if not any(n in deps for deps, _ in _MODELS.values())]
 
 

@@ -142,25 +142,25 @@ def run_unit_test(sql: str, case: dict[str, Any], prepare: Callable[[duckdb.Duck
                   ) -> tuple[list[dict], list[dict]]:
     """Run one model's SQL on a unit test's `given` rows in a scratch database; return (expected, got).
 
-    `prepare(conn)` creates the input tables with their real DDL; a `given` table that is not one of
-    them (another model's output) is created from its rows, a column's type from its first non-null
-    value. A given row needs only the columns the test cares about; the others are NULL."""
+    `prepare(conn)` creates, empty and with their real types, every table a test may give rows for
+    (the inputs from sql/ddl/ and the models' tables). A given row needs only the columns the test
+    cares about; the others are NULL."""
     conn = duckdb.connect()
     try:
         prepare(conn)
-        existing = {r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         for table, rows in (case.get("given") or {}).items():
-            rows = rows or []
-            columns = list(dict.fromkeys(c for row in rows for c in row))
-            if table not in existing:
-                defs = ", ".join(f"{_quoted(c)} {_type_of(rows, c)}" for c in columns) or '"_" INTEGER'
-                conn.execute(f"CREATE TABLE {_quoted(table)} ({defs})")
-            for row in rows:
+            types = dict(conn.execute("SELECT column_name, data_type FROM information_schema.columns "
+                                      "WHERE table_name = ?", [table]).fetchall())
+            if not types:
+                raise ValueError(f"unit test {case.get('name')!r}: no table {table!r} to give rows for")
+            for row in rows or []:
+                unknown = [c for c in row if c not in types]
+                if unknown:
+                    raise ValueError(f"unit test {case.get('name')!r}: {table} has no column {unknown[0]!r}")
                 cols = list(row)
-                placeholders = ", ".join("?" for _ in cols)
-                conn.execute(f"INSERT INTO {_quoted(table)} ({', '.join(map(_quoted, cols))}) VALUES ({placeholders})",
-                             [json.dumps(v) if isinstance(v, (dict, list)) and _is_json(conn, table, c) else v
-                              for c, v in row.items()])
+                conn.execute(f"INSERT INTO {_quoted(table)} ({', '.join(map(_quoted, cols))}) "
+                             f"VALUES ({', '.join('?' for _ in cols)})",
+                             [json.dumps(row[c]) if types[c] == "JSON" else row[c] for c in cols])
         conn.execute(sql)
         expect = list(case.get("expect") or [])
         wanted = list(dict.fromkeys(c for row in expect for c in row))
@@ -176,30 +176,6 @@ def run_unit_test(sql: str, case: dict[str, Any], prepare: Callable[[duckdb.Duck
 
 def _row_key(row: dict) -> list:
     return [repr(v) for v in row.values()]
-
-
-def _is_json(conn: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
-    row = conn.execute("SELECT data_type FROM information_schema.columns WHERE table_name = ? AND column_name = ?",
-                       [table, column]).fetchone()
-    return row is not None and row[0] == "JSON"
-
-
-def _type_of(rows: list[dict], column: str) -> str:
-    for row in rows:
-        v = row.get(column)
-        if isinstance(v, bool):
-            return "BOOLEAN"
-        if isinstance(v, int):
-            return "BIGINT"
-        if isinstance(v, float):
-            return "DOUBLE"
-        if isinstance(v, list):
-            return f"{_type_of([{'x': x} for x in v], 'x')}[]"
-        if isinstance(v, dict):
-            return "JSON"
-        if v is not None:
-            return "VARCHAR"
-    return "VARCHAR"
 
 
 def topological_order(models: dict[str, tuple[list[str], str]]) -> list[str]:

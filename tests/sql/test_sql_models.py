@@ -65,3 +65,11 @@ def test_data_tests_count_the_offending_rows():
     assert conn.execute(data_test_sql("t", "x", "unique")).fetchone()[0] == 0
     checked = [(n, c.name, t) for n, d in DOCS.items() for c in d.columns for t in c.tests]
     assert ("target_runs", "run_id", "unique") in checked and len(checked) > 100
+
+
+def test_a_unit_test_naming_a_column_or_table_that_does_not_exist_is_an_error():
+    sql = sql_model_files()["cost_report"].read_text()
+    with pytest.raises(ValueError, match="run_stats has no column 'sums'"):
+        run_unit_test(sql, {"name": "typo", "given": {"run_stats": [{"sums": 1.0}]}}, _every_table)
+    with pytest.raises(ValueError, match="no table 'run_statz'"):
+        run_unit_test(sql, {"name": "typo", "given": {"run_statz": [{"sum": 1.0}]}}, _every_table)
