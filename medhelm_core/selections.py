@@ -75,15 +75,14 @@ def _kind(annotation: Any) -> tuple[type, bool]:
 
 def add_arguments(parser: argparse.ArgumentParser | argparse._ActionsContainer, model: type[BaseModel], *,
                   required: tuple[str, ...] = (), defaults: Mapping[str, Any] | None = None,
-                  aliases: Mapping[str, list[str]] | None = None, only: tuple[str, ...] | None = None,
-                  skip: tuple[str, ...] = ()) -> None:
+                  aliases: Mapping[str, list[str]] | None = None, only: tuple[str, ...] | None = None) -> None:
     """One `--flag-name` per field of `model` (lists take `nargs="+"`, booleans are switches);
-    `required` fields have no default, `defaults` replace the model's on the command line; `only` /
-    `skip` pick the fields (e.g. to put some in a mutually exclusive group)."""
+    `required` fields have no default, `defaults` replace the model's on the command line; `only`
+    picks the fields (e.g. to put some in a mutually exclusive group)."""
     defaults = defaults or {}
     aliases = aliases or {}
     for name, info in model.model_fields.items():
-        if (only is not None and name not in only) or name in skip:
+        if only is not None and name not in only:
             continue
         flags = [f"--{name.replace('_', '-')}", *aliases.get(name, [])]
         kind, is_list = _kind(info.annotation)

@@ -44,7 +44,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Optional
 
-from medhelm_core.clients.base import Attempt, RequestFailed, model_api
+from medhelm_core.clients.base import Attempt, RequestFailed, model_api, redact
 from medhelm_core.conf.deployments import resolve_api_key
 from medhelm_core.ratelimit import (
     TRANSIENT,
@@ -167,8 +167,7 @@ class DSPyClient:
                 f"api_model={self.dspy_api_model!r}, api_base={self.dspy_api_base!r})")
 
     def redact(self, text: str) -> str:
-        text = str(text)
-        return text.replace(self._secret, "***") if len(self._secret) >= 4 else text
+        return redact(text, self._secret)
 
     # ---- the program -------------------------------------------------------------------------
     def agent_url(self, scenario: str) -> Optional[str]:

@@ -52,7 +52,7 @@ def test_the_import_resource_is_the_import_selection(monkeypatch):
     res = PublishedResource.from_env()
     assert (res.release, res.suite, res.with_completions, res.jobs) == ("v2.0.0", None, True, 16)
     args = build_parser().parse_args(["--source", "gs://b/p", "--suite", "s", "-j", "4", "--suite-prefix", "pub-"])
-    got = ImportSelection(**{k: getattr(args, k) for k in ImportSelection.model_fields})
+    got = from_arguments(ImportSelection, args)
     assert got == ImportSelection(source="gs://b/p", suite="s", jobs=4, suite_prefix="pub-")
     with pytest.raises(SystemExit):  # --release and --suite exclude each other
         build_parser().parse_args(["--source", "x", "--release", "r", "--suite", "s"])
