@@ -21,14 +21,11 @@ from medhelm_core.helm_types import (
     run_spec,
     scenario_spec,
 )
-from medhelm_core.jury.judges import annotator_models_from_config
 from medhelm_core.errors import MedhelmError
+from medhelm_core.runspecs.jury_entries import jury_specs
 from medhelm_core.runspecs.metric_bundles import (
     basic_metric_specs,
     exact_match_metric_specs,
-    llm_jury_metric_spec,
-    summarization_metric_args,
-    summarization_metric_specs,
 )
 
 
@@ -54,11 +51,7 @@ def build_public_run_spec(bench, scenario_args: dict[str, Any] | None = None,
     elif bundle == "basic_empty":
         metrics += basic_metric_specs([])
     elif bundle == "summarization_jury":
-        models = annotator_models_from_config(jury_config_path, entry=entry)
-        jury = spec["jury_metric"]
-        metrics = summarization_metric_specs(summarization_metric_args(spec["summarization_task"])) + [
-            llm_jury_metric_spec(jury["metric_name"], jury["scenario_name"], models, default_score=jury["default_score"])]
-        annotators = [annotator_spec(spec["annotator_class"], {"annotator_models": {k: dict(v) for k, v in models.items()}})]
+        metrics, annotators = jury_specs(bench, jury_config_path)
     else:  # pragma: no cover - the YAML files are ours
         raise MedhelmError(f"{entry}: unknown metric bundle {bundle!r}")
     if bundle != "summarization_jury" and spec.get("annotator_class"):

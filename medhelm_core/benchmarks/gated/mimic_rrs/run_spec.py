@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from medhelm_core.runspecs.gated import build_gated_jury_run_spec
+from medhelm_core.runspecs.jury_entries import build_jury_run_spec
 
 
 def run_spec(bench, data_path: Any, jury_config_path: str | None = None) -> dict[str, Any]:
     """`mimic_rrs:data_path=<folder with test.findings.tok/test.impression.tok>[,jury_config_path=<yaml>]`."""
-    return build_gated_jury_run_spec(bench, {"data_path": data_path}, jury_config_path)
+    return build_jury_run_spec(bench, {"data_path": data_path}, jury_config_path)
