@@ -19,6 +19,7 @@ layer, the metric bundles, the page's static files) is located here too (`BENCHM
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 RESOURCES_DIR = Path(__file__).resolve().parent
@@ -41,6 +42,7 @@ METRIC_BUNDLES_PATH = PACKAGE_DIR / "runspecs" / "metric_bundles.yaml"
 SERVER_STATIC_DIR = PACKAGE_DIR / "server" / "static"
 
 
+@functools.cache  # package data: read once per process
 def ddl(name: str) -> str:
     """The text of `sql/ddl/<name>.sql` (statements separated by `;`, run with one `execute`)."""
     return (DDL_DIR / f"{name}.sql").read_text(encoding="utf-8")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from medhelm_core.errors import MedhelmError
-from medhelm_core.jury.judges import normalize_annotator_models
+from medhelm_core.jury.judges import fixed_jury
 from medhelm_core.parts import JuryDef
 from medhelm_core.scenarios.benchmark_config import parse_rubric_criteria
 
@@ -23,11 +23,4 @@ def annotator(bench, args: dict[str, Any]) -> JuryDef:
         criteria = parse_rubric_criteria(bench, template, f"{class_name} prompt_template")
     if not isinstance(criteria, dict):
         raise MedhelmError(f"{class_name}: annotation_criteria must be a mapping")
-    if "annotator_models" not in args:
-        raise MedhelmError(f"{class_name}: annotator spec lacks 'annotator_models'")
-    return JuryDef(
-        name=args["name"],
-        prompt_template=template,
-        criteria={k: list(v) for k, v in criteria.items()},
-        judges=normalize_annotator_models(args["annotator_models"], where=f"{class_name} annotator_models"),
-    )
+    return fixed_jury({"name": args["name"], "prompt_template": template, "criteria": criteria}, class_name, args)
