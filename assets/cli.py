@@ -93,18 +93,14 @@ def _tqdm_factory(force: bool | None):
 
 
 def _run(args) -> int:
-    from medhelm_core.run.entries import scenario_partitions
+    from medhelm_core.run.entries import expand_selection, scenario_partitions
     from medhelm_core.run.preflight import validate_runs
     from medhelm_core.run.workspace import RunRef, Workspace
-    from medhelm_core.conf.expand import expand_confs
 
     ws = Workspace(args.output_path, args.local_path, num_threads=args.num_threads,
                    benchmark_paths=tuple(args.benchmark_path))
     selection = from_arguments(RunSelection, args)
-    entries = expand_confs(selection.conf_paths, max_eval_instances=selection.max_eval_instances,
-                           num_train_trials=selection.num_train_trials, priority=selection.priority,
-                           models_to_run=selection.models_to_run, local_path=args.local_path,
-                           run_spec_functions=ws.catalog.run_spec_functions)
+    entries = expand_selection(ws, selection)
     if args.dry_run:
         for _, spec in entries:
             print(spec["name"])

@@ -7,7 +7,6 @@ from assets.errors import user_errors
 
 from assets.partitions import runs_partitions, scenario_partitions
 from assets.resources import MedhelmResource, RunControlsParam
-from medhelm_core.conf.expand import expand_confs
 from medhelm_core.costs import run_cost
 from medhelm_core.run import annotations as annotation_layer
 from medhelm_core.run import completions as completion_layer
@@ -29,10 +28,7 @@ class RunEntriesConfig(dg.Config, RunSelection):
 def run_entries(context: dg.AssetExecutionContext, config: RunEntriesConfig,
                 medhelm: MedhelmResource) -> dg.MaterializeResult:
     ws = medhelm.workspace()
-    entries = expand_confs(config.conf_paths, max_eval_instances=config.max_eval_instances,
-                           num_train_trials=config.num_train_trials, priority=config.priority,
-                           models_to_run=config.models_to_run, local_path=ws.local_path,
-                           run_spec_functions=ws.catalog.run_spec_functions)
+    entries = entry_layer.expand_selection(ws, config)
     runs = entry_layer.register_runs(ws, config.suite, entries)
     keys = [r.partition_key for r in runs]
     context.instance.add_dynamic_partitions(runs_partitions.name, keys)

@@ -6,8 +6,19 @@ import json
 from typing import Any
 
 from medhelm_core.catalog import Catalog
+from medhelm_core.conf.expand import expand_confs
 from medhelm_core.errors import MedhelmError
 from medhelm_core.run.workspace import RunRef, Workspace
+from medhelm_core.selections import RunSelection
+
+
+def expand_selection(ws: Workspace, selection: RunSelection) -> list[tuple[Any, dict]]:
+    """(run entry, run spec) pairs of a selection: its confs expanded as helm-run does, with the
+    workspace's deployments and benchmark catalog."""
+    return expand_confs(selection.conf_paths, max_eval_instances=selection.max_eval_instances,
+                        num_train_trials=selection.num_train_trials, priority=selection.priority,
+                        models_to_run=selection.models_to_run, local_path=ws.local_path,
+                        run_spec_functions=ws.catalog.run_spec_functions)
 
 
 def tier_of(run_spec: dict, catalog: Catalog) -> str:
