@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -57,7 +56,8 @@ def run_main(argv: list[str] | None = None) -> int:
                         help="spend at most USD on new completions in this invocation: no request is sent once "
                              "spend + the worst case of requests in flight would exceed it; rerun to continue")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                        help="progress bars on stderr (default: when stderr is a terminal)")
+                        help="one progress display on stderr: per deployment, in flight / limit, requests/s, "
+                             "done / total and cost (default: when stderr is a terminal)")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     try:
@@ -68,28 +68,6 @@ def run_main(argv: list[str] | None = None) -> int:
 
 
 BUDGET_EXIT = 3  # stopped at --budget: everything paid is stored, rerun to continue
-
-
-def _tqdm_factory(force: bool | None):
-    """Progress bars (tqdm, stderr) for the completion engine: one per run step."""
-    from tqdm import tqdm
-
-    from medhelm_core.engine import ProgressHandle
-
-    def factory(label: str, todo: int, reused: int) -> ProgressHandle:
-        bar = tqdm(total=todo, desc=label, unit="req", file=sys.stderr, leave=False, dynamic_ncols=True,
-                   disable=(None if force is None else not force), smoothing=0.1)
-        if reused:
-            bar.set_postfix_str(f"{reused} reused", refresh=False)
-
-        def update(n: int, postfix: dict) -> None:
-            if postfix:
-                bar.set_postfix(postfix, refresh=False)
-            bar.update(n)
-
-        return ProgressHandle(update=update, close=bar.close)
-
-    return factory
 
 
 def _run(args) -> int:
@@ -114,51 +92,106 @@ def _run(args) -> int:
     from medhelm_core.engine import RunControls
 
     # One budget and one progress display for every run this invocation launches.
-    ws.controls = RunControls(budget=Budget(args.budget) if args.budget is not None else None,
-                              progress_factory=_tqdm_factory(args.progress))
+    ws.controls = RunControls(budget=Budget(args.budget) if args.budget is not None else None)
+    from medhelm_core.run.suite import STAGES, RunOutcome, summary_line, unchanged, up_to_date
+
+    if unchanged(ws, args.suite, entries):  # a rerun with nothing new: no call, no Dagster run
+        print(summary_line([RunOutcome(RunRef(args.suite, spec["name"]), reused=True) for _, spec in entries]),
+              file=sys.stderr)
+        return 0
     validate_runs(ws, entries)
 
     from assets.definitions import defs
     from assets.resources import MedhelmResource
+    from medhelm_core.progress import progress_display
+    from medhelm_core.run.datasets import is_current
 
+    runs = [RunRef(args.suite, spec["name"]) for _, spec in entries]
+    outcomes = []
+
+    def report(outcome) -> None:  # each run as it ends (the runs of the invocation end in any order)
+        outcomes.append(outcome)
+        head = f"[{len(outcomes)}/{len(runs)}]"
+        if outcome.reused:
+            return
+        if not outcome.started:
+            print(f"{head} NOT STARTED {outcome.run.run_name} (budget reached)", file=sys.stderr)
+        elif isinstance(outcome.error, BudgetExhausted):
+            print(f"{head} STOPPED {outcome.run.run_name}: {outcome.error}", file=sys.stderr)
+        elif outcome.error is not None:
+            print(f"{head} FAILED {outcome.run.run_name}: {_user_error(outcome.error)}", file=sys.stderr)
+        else:
+            print(f"{head} {outcome.run.run_name} ({outcome.seconds:.1f}s, {outcome.new_calls} new calls)",
+                  file=sys.stderr)
+
+    ws.controls.on_outcome = report
     instance = dagster_instance(args.output_path)
     resources = {"medhelm": MedhelmResource(output_path=str(args.output_path), local_path=str(args.local_path),
                                             num_threads=args.num_threads, benchmark_paths=list(ws.benchmark_paths)),
                  "run_controls": ws.controls}
     config = selection.model_dump()
-    # The declared jobs of the code location, launched in this process with this invocation's resources.
+    # The declared jobs of the code location, launched in this process with this invocation's
+    # resources: one Dagster run registers the suite, one per tier builds its datasets, one runs every run.
     defs.get_job_def("register_suite").execute_in_process(
         instance=instance, resources=resources, run_config={"ops": {"run_entries": {"config": config}}, **QUIET})
     for tier, keys in scenario_partitions(entries, ws.catalog).items():
-        for key in keys:
-            try:
-                defs.get_job_def(f"build_{tier}_datasets").execute_in_process(
-                    instance=instance, resources=resources, partition_key=key, run_config=QUIET)
-            except Exception as e:  # noqa: BLE001 - a dataset that cannot be built stops the suite
-                raise MedhelmError(f"dataset {key}: {_user_error(e)}") from None
-    failures = []
-    runs = [RunRef(args.suite, spec["name"]) for _, spec in entries]
-    for i, run in enumerate(runs, 1):
-        start = time.time()
+        if all(is_current(ws, key) for key in keys):
+            continue  # nothing to rebuild: no Dagster run
         try:
-            defs.get_job_def("run_layers").execute_in_process(
-                instance=instance, resources=resources, partition_key=run.partition_key, run_config=QUIET)
-            print(f"[{i}/{len(runs)}] {run.run_name} ({time.time() - start:.1f}s)", file=sys.stderr)
-        except Exception as e:  # noqa: BLE001 - report every failed run, as helm-run does, then exit non-zero
-            err = _user_error(e)
-            if isinstance(err, BudgetExhausted):
-                left = len(runs) - i
-                print(f"[{i}/{len(runs)}] STOPPED {run.run_name}: {err}", file=sys.stderr)
-                print(f"medhelm-run: stopped at --budget {args.budget}: {i - 1 - len(failures)} runs complete, "
-                      f"{run.run_name} partial, {left} not started. Rerun the same command to resume.",
-                      file=sys.stderr)
-                return BUDGET_EXIT
-            failures.append(f"{run.run_name}: {err}")
-            print(f"[{i}/{len(runs)}] FAILED {run.run_name}: {err}", file=sys.stderr)
+            defs.get_job_def(f"build_{tier}_datasets").execute_in_process(
+                instance=instance, resources=resources, run_config=QUIET,
+                tags=partition_range_tags(instance, f"{tier}_scenarios", keys))
+        except Exception as e:  # noqa: BLE001 - a dataset that cannot be built stops the suite
+            raise MedhelmError(str(_user_error(e))) from None
+    # Runs whose inputs did not change since they completed are not run again (not even in Dagster).
+    fresh = up_to_date(ws, runs)
+    for run in runs:
+        if run in fresh:
+            report(RunOutcome(run, stages=list(STAGES), reused=True))
+    stale = [r for r in runs if r not in fresh]
+    if stale:
+        with progress_display(ws, args.progress):
+            result = defs.get_job_def("run_layers").execute_in_process(
+                instance=instance, resources=resources, run_config=QUIET, raise_on_error=False,
+                tags=partition_range_tags(instance, "runs", [r.partition_key for r in stale]))
+        if not result.success and len(outcomes) < len(runs):  # the step failed outside any run (bug, bad config)
+            step_errors = [e for e in result.all_events if e.is_step_failure]
+            error = step_errors[0].step_failure_data.error if step_errors else None
+            raise MedhelmError(f"run_layers failed: {error.message.strip() if error else 'see the Dagster run'}")
+
+    print(summary_line(outcomes), file=sys.stderr)
+    if any(isinstance(o.error, BudgetExhausted) or not o.started for o in outcomes):
+        done = sum(o.ok for o in outcomes)
+        partial = sum(isinstance(o.error, BudgetExhausted) for o in outcomes)
+        print(f"medhelm-run: stopped at --budget {args.budget}: {done} runs complete, {partial} partial, "
+              f"{len(runs) - done - partial} not started. Rerun the same command to resume.", file=sys.stderr)
+        return BUDGET_EXIT
+    failures = [o for o in outcomes if o.error is not None]
     if failures:
         print(f"medhelm-run: error: {len(failures)} of {len(runs)} runs failed", file=sys.stderr)
         return 1
     return 0
+
+
+def partition_range_tags(instance, partitions_name: str, keys: list[str]) -> dict[str, str]:
+    """The tags of a Dagster run over exactly `keys` of a dynamic partitions definition. A run
+    targets a range (in the order partitions were added), so keys that are not one block yet are
+    moved to the end, in this order (removing a dynamic partition keeps its history)."""
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+    if len(keys) == 1:
+        return {"dagster/partition": keys[0]}
+    existing = instance.get_dynamic_partitions(partitions_name)
+    wanted = set(keys)
+    positions = [i for i, k in enumerate(existing) if k in wanted]
+    if len(positions) != len(keys) or positions[-1] - positions[0] + 1 != len(keys):
+        for key in keys:
+            if instance.has_dynamic_partition(partitions_name, key):
+                instance.delete_dynamic_partition(partitions_name, key)
+        instance.add_dynamic_partitions(partitions_name, keys)
+        existing = instance.get_dynamic_partitions(partitions_name)
+        positions = [i for i, k in enumerate(existing) if k in wanted]
+    return {ASSET_PARTITION_RANGE_START_TAG: existing[positions[0]], ASSET_PARTITION_RANGE_END_TAG: existing[positions[-1]]}
 
 
 def summarize_main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,6 @@ import dagster as dg
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
-from assets.checks import CHECKS  # noqa: E402
 from assets.leaderboard import SQL_CHECKS, SUMMARY_ASSETS  # noqa: E402
 from assets.partitions import runs_partitions, scenario_partitions  # noqa: E402
 from assets.pipeline import DATASET_ASSETS, PER_RUN_ASSETS, run_entries  # noqa: E402
@@ -15,23 +14,25 @@ from assets.resources import MedhelmResource  # noqa: E402
 from medhelm_core.engine import RunControls  # noqa: E402
 
 # The jobs medhelm-run launches, in order (the UI and `dg launch` launch the same ones):
-# register_suite, then build_<tier>_datasets per scenario partition, then run_layers per run:
-# `dg launch --job run_layers --partition '<suite>/<run name>'`.
+# register_suite, then build_<tier>_datasets over the suite's scenario partitions, then run_layers
+# over its run partitions, one Dagster run each (the datasets and layers take partition ranges):
+# `dagster asset materialize -m assets.definitions --select requests+ --partition-range 'a...b'`.
 register_suite = dg.define_asset_job("register_suite", selection=dg.AssetSelection.assets(run_entries),
                                      description="Expand a suite's confs into run specs; add its run and dataset "
                                                  "partitions.")
 dataset_jobs = [dg.define_asset_job(f"build_{tier}_datasets", selection=dg.AssetSelection.assets(asset),
                                     partitions_def=scenario_partitions[tier],
-                                    description=f"Build one {tier} dataset (partition: a scenario spec).")
+                                    description=f"Build {tier} datasets (partitions: scenario specs).")
                 for tier, asset in DATASET_ASSETS.items()]
 run_layers = dg.define_asset_job("run_layers", selection=dg.AssetSelection.assets(*PER_RUN_ASSETS),
                                  partitions_def=runs_partitions,
-                                 description="One run (partition <suite>/<run name>) through every per-run layer.")
+                                 description="Runs (partitions <suite>/<run name>) through every per-run layer, "
+                                             "all at once.")
 
 defs = dg.Definitions(
     assets=[run_entries, *DATASET_ASSETS.values(), *PER_RUN_ASSETS, *SUMMARY_ASSETS, *PUBLISHED_ASSETS],
     jobs=[register_suite, *dataset_jobs, run_layers],
-    asset_checks=[*CHECKS, *SQL_CHECKS],
+    asset_checks=[*SQL_CHECKS],
     resources={"medhelm": MedhelmResource(), "run_controls": RunControls(), "published": PublishedResource.from_env()},
     executor=dg.in_process_executor,
 )

@@ -1,5 +1,6 @@
 """Per-run layers as partitioned assets: datasets → requests → completions → annotations →
-instance_stats / run_stats → HELM run files. Each asset calls one layer of `medhelm_core.run`."""
+instance_stats / run_stats → HELM run files. One step materializes the selected layers for every
+selected run partition at once (`medhelm_core.run.suite`), so a backfill keeps every endpoint busy."""
 
 import dagster as dg
 
@@ -7,13 +8,10 @@ from assets.errors import user_errors
 
 from assets.partitions import runs_partitions, scenario_partitions
 from assets.resources import MedhelmResource, RunControlsParam
-from medhelm_core.costs import run_cost
-from medhelm_core.run import annotations as annotation_layer
-from medhelm_core.run import completions as completion_layer
+from medhelm_core.run import checks as run_checks
 from medhelm_core.run import datasets as dataset_layer
 from medhelm_core.run import entries as entry_layer
-from medhelm_core.run import requests as request_layer
-from medhelm_core.run import scores as score_layer
+from medhelm_core.run import suite as suite_layer
 from medhelm_core.run.workspace import RunRef
 from medhelm_core.selections import RunSelection
 
@@ -42,62 +40,109 @@ def run_entries(context: dg.AssetExecutionContext, config: RunEntriesConfig,
         "datasets": dg.MetadataValue.json({t: k for t, k in datasets_by_tier.items() if k})})
 
 
-def _run(context: dg.AssetExecutionContext) -> RunRef:
-    return RunRef.from_partition_key(context.partition_key)
-
-
 def _dataset_asset(tier: str) -> dg.AssetsDefinition:
     @dg.asset(name=f"{tier}_datasets", group_name="datasets", partitions_def=scenario_partitions[tier],
-              kinds={"duckdb"}, deps=[run_entries],
+              kinds={"duckdb"}, deps=[run_entries], output_required=False,
+              backfill_policy=dg.BackfillPolicy.single_run(),
               description=f"Instances of each {tier}-tier scenario spec (ids as HELM assigns them); rebuilt only "
                           "when the spec or the bytes of its data files change.")
     @user_errors
-    def _asset(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
-        info = dataset_layer.build_dataset(medhelm.workspace(), context.partition_key)
-        return dg.MaterializeResult(
-            metadata={"dagster/row_count": info["num_instances"], "tier": info["tier"],
-                      "content_hash": info["content_hash"], "rebuilt": info["built"]},
-            data_version=dg.DataVersion(info["scenario_key"]))
+    def _asset(context: dg.AssetExecutionContext, medhelm: MedhelmResource):
+        ws = medhelm.workspace()
+        for key in context.partition_keys:  # one Dagster run builds every dataset a suite needs
+            info = dataset_layer.build_dataset(ws, key)
+            yield dg.AssetMaterialization(
+                context.asset_key, partition=key,
+                metadata={"dagster/row_count": info["num_instances"], "tier": info["tier"],
+                          "content_hash": info["content_hash"], "scenario_key": info["scenario_key"],
+                          "rebuilt": info["built"]})
 
     return _asset
 
 
 DATASET_ASSETS = {tier: _dataset_asset(tier) for tier in entry_layer.TIERS}
 
+# The per-run layers, one asset each; one step materializes them for many runs at once.
+STAGE_ASSETS = {"requests": ["requests"], "completions": ["completions"], "annotations": ["annotations"],
+                "scores": ["instance_stats", "run_stats"]}
+RUN_CHECKS = {check.name: check for check in run_checks.RUN_CHECKS}
 
-@dg.asset(group_name="requests", partitions_def=runs_partitions, kinds={"duckdb"},
-          deps=[dg.AssetDep(a, partition_mapping=dg.AllPartitionMapping()) for a in DATASET_ASSETS.values()],
-          description="Prompts sent to the model: seed-0 sampling over valid+test, HELM's prompt layout.")
+
+@dg.multi_asset(
+    name="layers",
+    specs=[
+        dg.AssetSpec("requests", group_name="requests", kinds={"duckdb"}, skippable=True,
+                     deps=[dg.AssetDep(a, partition_mapping=dg.AllPartitionMapping()) for a in DATASET_ASSETS.values()],
+                     description="Prompts sent to the model: seed-0 sampling over valid+test, HELM's prompt layout."),
+        dg.AssetSpec("completions", group_name="completions", kinds={"openai", "duckdb"}, deps=["requests"],
+                     skippable=True,
+                     description="Model answers, content-addressed by (deployment, request): only missing ones are "
+                                 "requested."),
+        dg.AssetSpec("annotations", group_name="annotations", kinds={"openai", "duckdb"}, deps=["completions"],
+                     skippable=True,
+                     description="LLM-jury annotations as HELM stores them, and a verdict per judge with an explicit "
+                                 "status (an instance's judges are asked as soon as its answer is in)."),
+        dg.AssetSpec("instance_stats", group_name="scores", kinds={"duckdb"}, deps=["annotations"], skippable=True,
+                     description="Per-instance stats (HELM's per_instance_stats.json) and jury scores."),
+        dg.AssetSpec("run_stats", group_name="scores", kinds={"duckdb"}, deps=["annotations"], skippable=True,
+                     description="Run-level stats as HELM aggregates them (stats.json)."),
+    ],
+    check_specs=[dg.AssetCheckSpec(c.name, asset=c.asset, description=c.description) for c in run_checks.RUN_CHECKS],
+    partitions_def=runs_partitions, backfill_policy=dg.BackfillPolicy.single_run(), can_subset=True, pool="llm_api",
+)
 @user_errors
-def requests(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
-    info = request_layer.build_requests(medhelm.workspace(), _run(context))
-    return dg.MaterializeResult(metadata={"dagster/row_count": info["num_requests"]},
-                                data_version=dg.DataVersion(info["digest"]))
+def run_layers(context: dg.AssetExecutionContext, medhelm: MedhelmResource, run_controls: RunControlsParam):
+    """Every selected run partition at once (`run.suite.run_suite`); each run's materializations and
+    check results are recorded when that run ends, so the UI shows per-run status as it goes."""
+    ws = medhelm.workspace(run_controls)
+    selected = {k.to_user_string() for k in context.selected_asset_keys}
+    stages = [s for s, keys in STAGE_ASSETS.items() if selected & set(keys)]
+    checks = {k.name for k in context.selected_asset_check_keys}
+    runs = [RunRef.from_partition_key(k) for k in context.partition_keys]
+    failed = []
+    for outcome in suite_layer.run_suite(ws, runs, stages):
+        if run_controls.on_outcome is not None:
+            run_controls.on_outcome(outcome)
+        if not outcome.ok:
+            failed.append(outcome)
+            if outcome.started:
+                context.log.error(f"{outcome.run.run_name}: {outcome.error}")
+        for stage in outcome.stages:
+            for key in STAGE_ASSETS[stage]:
+                if key in selected:
+                    yield dg.AssetMaterialization(key, partition=outcome.run.partition_key,
+                                                  metadata=_stage_metadata(outcome, key))
+        for check in RUN_CHECKS.values():
+            if check.name in checks and check.name in outcome.checks:
+                passed, metadata = outcome.checks[check.name]
+                yield dg.AssetCheckEvaluation(asset_key=dg.AssetKey(check.asset), check_name=check.name,
+                                              passed=passed, metadata=metadata,
+                                              severity=dg.AssetCheckSeverity(check.severity),
+                                              partition=outcome.run.partition_key)
+    if failed:
+        first = next((o for o in failed if o.error is not None), failed[0])
+        raise first.error if len(runs) == 1 and first.error is not None else dg.Failure(
+            description=f"{len(failed)} of {len(runs)} runs did not complete; first: {first.run.run_name}: "
+                        f"{first.error or 'not started (budget reached)'}")
 
 
-@dg.asset(group_name="completions", partitions_def=runs_partitions, kinds={"openai", "duckdb"}, deps=[requests],
-          pool="llm_api",
-          description="Model answers, content-addressed by (deployment, request): only missing ones are requested.")
-@user_errors
-def completions(context: dg.AssetExecutionContext, medhelm: MedhelmResource,
-                run_controls: RunControlsParam) -> dg.MaterializeResult:
-    ws, run = medhelm.workspace(run_controls), _run(context)
-    report = completion_layer.run_completions(ws, run)
-    return dg.MaterializeResult(metadata={**_engine_metadata(report), **_run_cost_metadata(ws, run, "model")})
-
-
-@dg.asset(group_name="annotations", partitions_def=runs_partitions, kinds={"openai", "duckdb"},
-          deps=[completions], pool="llm_api",
-          description="LLM-jury annotations as HELM stores them, and a verdict per judge with an explicit status.")
-@user_errors
-def annotations(context: dg.AssetExecutionContext, medhelm: MedhelmResource,
-                run_controls: RunControlsParam) -> dg.MaterializeResult:
-    ws, run = medhelm.workspace(run_controls), _run(context)
-    info = annotation_layer.run_annotations(ws, run)
-    return dg.MaterializeResult(metadata={"annotated": info["annotated"], "judge_calls_new": info["judge_calls_new"],
-                                          "judge_calls_reused": info["judge_calls_reused"],
-                                          "verdicts": dg.MetadataValue.json(info["statuses"]),
-                                          **_engine_metadata(info["report"]), **_run_cost_metadata(ws, run, "judge")})
+def _stage_metadata(outcome: suite_layer.RunOutcome, key: str) -> dict:
+    if outcome.reused:
+        return {"reused": True}
+    info = outcome.info
+    if key == "requests":
+        return {"dagster/row_count": info["requests"]["num_requests"], "digest": info["requests"]["digest"]}
+    if key == "completions":
+        return {**_engine_metadata(outcome.model), **_run_cost_metadata(outcome, "model")}
+    if key == "annotations":
+        ann = info["annotations"]
+        return {"annotated": ann["annotated"], "judge_calls_new": ann["judge_calls_new"],
+                "judge_calls_reused": ann["judge_calls_reused"], "verdicts": dg.MetadataValue.json(ann["statuses"]),
+                **_engine_metadata(outcome.judge), **_run_cost_metadata(outcome, "judge")}
+    computed = info["scores"]
+    if key == "instance_stats":
+        return {"dagster/row_count": computed["per_instance_rows"], "instances": computed["instances"]}
+    return {"dagster/row_count": computed["run_stats"], "helm_files": dg.MetadataValue.path(str(computed["directory"]))}
 
 
 def _engine_metadata(report) -> dict:
@@ -112,33 +157,10 @@ def _engine_metadata(report) -> dict:
             "concurrency": dg.MetadataValue.json(report.concurrency)}
 
 
-def _run_cost_metadata(ws, run, kind: str) -> dict:
+def _run_cost_metadata(outcome: suite_layer.RunOutcome, kind: str) -> dict:
     """The run's cost so far from the `run_costs` view (all materializations, reused answers included)."""
-    cost = run_cost(ws, run.suite, run.run_name).get(f"{kind}_cost_usd")
+    cost = outcome.cost.get(f"{kind}_cost_usd")
     return {f"run_{kind}_cost_usd": dg.MetadataValue.float(round(float(cost or 0.0), 6))}
 
 
-@dg.multi_asset(
-    specs=[dg.AssetSpec("instance_stats", group_name="scores", kinds={"duckdb"}, deps=[annotations],
-                        partitions_def=runs_partitions,
-                        description="Per-instance stats (HELM's per_instance_stats.json) and jury scores."),
-           dg.AssetSpec("run_stats", group_name="scores", kinds={"duckdb"}, deps=[annotations],
-                        partitions_def=runs_partitions,
-                        description="Run-level stats as HELM aggregates them (stats.json).")],
-    partitions_def=runs_partitions,
-)
-@user_errors
-def scores(context: dg.AssetExecutionContext, medhelm: MedhelmResource):
-    ws = medhelm.workspace()
-    run = _run(context)
-    computed = score_layer.compute_stats(ws, run)
-    directory = score_layer.write_files(ws, run, computed)
-    yield dg.MaterializeResult(asset_key="instance_stats",
-                               metadata={"dagster/row_count": computed["per_instance_rows"],
-                                         "instances": computed["instances"]})
-    yield dg.MaterializeResult(asset_key="run_stats",
-                               metadata={"dagster/row_count": computed["run_stats"],
-                                         "helm_files": dg.MetadataValue.path(str(directory))})
-
-
-PER_RUN_ASSETS = [requests, completions, annotations, scores]
+PER_RUN_ASSETS = [run_layers]

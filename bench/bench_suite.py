@@ -7,7 +7,8 @@ Setup (issue 12's): 8 model deployments and 3 judge deployments, each its own mo
 scenarios of the synthetic inputs (shc_ptbm_med, clear, and mental_health with a 3-judge jury) × 8
 models, 50 instances each.
 
-Reported: the lower bound, max over deployments d of (requests_d × mean latency / limit_d), which
+Reported: the lower bound, max over deployments d of (requests_d × mean latency_d / limit_d, the
+latencies the mock logged), which
 is what an invocation keeping every endpoint busy could reach; medhelm-run's wall time and its
 ratio to the bound (process start-up shown apart); the peak in flight per deployment (never above
 its limit); a rerun with nothing new. (helm-run on the same suite is not part of this script yet.)
@@ -15,6 +16,7 @@ its limit); a rerun with nothing new. (helm-run on the same suite is not part of
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -48,7 +50,8 @@ def start_mock(shared: Path, root: Path, name: str, latency_ms: int, jitter_ms: 
     port_file = root / f"{name}.port"
     proc = subprocess.Popen([sys.executable, str(shared / "tools" / "mock_openai_server.py"), "--port", "0",
                              "--port-file", str(port_file), "--latency-ms", str(latency_ms),
-                             "--jitter-ms", str(jitter_ms), "--max-seconds", "3600"],
+                             "--jitter-ms", str(jitter_ms), "--max-seconds", "3600",
+                             "--log-jsonl", str(root / f"{name}.jsonl")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while not (port_file.exists() and port_file.read_text().strip()):
         time.sleep(0.05)
@@ -72,11 +75,14 @@ def main() -> None:
     p.add_argument("--instances", type=int, default=50)
     p.add_argument("--latency-ms", type=int, default=500)
     p.add_argument("--jitter-ms", type=int, default=200)
+    p.add_argument("--keep", metavar="DIR", help="work in DIR (kept: the output, the mocks' request logs) instead of "
+                                                  "a temporary folder")
     args = p.parse_args()
     shared = Path(args.shared).resolve()
     bindir = Path(sys.executable).parent
-    with tempfile.TemporaryDirectory() as tmp:
+    with (contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory()) as tmp:
         root = Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
         work = root / "work"
         shutil.copytree(shared / "oracle" / "synthetic" / "inputs", work)
         for f in work.rglob("*"):
@@ -112,12 +118,22 @@ def main() -> None:
 
             def timed(cmd: list[str]) -> float:
                 start = time.perf_counter()
-                subprocess.run(cmd, check=True, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                done = subprocess.run(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                if done.returncode:
+                    sys.exit(f"{' '.join(cmd)}: exit {done.returncode}\n{done.stderr[-4000:]}")
                 return time.perf_counter() - start
 
             start_up = timed([str(bindir / "python"), "-c", "import assets.cli, assets.definitions"])
+            launched = time.time()
             first = timed(run)
+            ended = time.time()
             per_dep = {n: stats(ports[n]) for n in MODELS + JUDGES}
+            # Each deployment's busy time: the latencies it served (jitter is uniform in [0, jitter)).
+            logged = {n: [json.loads(line) for line in (root / f"{n}.jsonl").open()] for n in MODELS + JUDGES}
+            latency_s = {n: sum(r["latency_ms"] for r in rs) / 1000.0 for n, rs in logged.items()}
+            # The mock logs each answer as it is sent: the first request began one latency before.
+            first_call = min(r["t"] - r["latency_ms"] / 1000.0 for rs in logged.values() for r in rs)
+            last_answer = max(r["t"] for rs in logged.values() for r in rs)
             for n in MODELS + JUDGES:
                 reset(ports[n])
             again = timed(run)
@@ -125,16 +141,19 @@ def main() -> None:
         finally:
             for proc in mocks:
                 proc.terminate()
-    latency = args.latency_ms / 1000.0  # the mock's jitter is symmetric around it
-    work_s = {n: s["total_requests"] * latency / LIMIT for n, s in per_dep.items()}
+    work_s = {n: latency_s[n] / LIMIT for n in per_dep}  # requests_d x mean latency_d / limit_d
     bound = max(work_s.values())
     busiest = max(work_s, key=work_s.get)
     calls = sum(s["total_requests"] for s in per_dep.values())
     print(f"{len(MODELS) * 3} runs x {args.instances} instances, {len(MODELS)} model + {len(JUDGES)} judge deployments,"
-          f" limit {LIMIT} each, mock latency {args.latency_ms}±{args.jitter_ms} ms: {calls} calls")
-    print(f"lower bound (busiest deployment, {busiest}: {per_dep[busiest]['total_requests']} calls): {bound:7.1f} s")
+          f" limit {LIMIT} each, mock latency {args.latency_ms} ms + [0, {args.jitter_ms}) ms: {calls} calls")
+    mean_ms = 1000 * latency_s[busiest] / per_dep[busiest]["total_requests"]
+    print(f"lower bound (busiest deployment, {busiest}: {per_dep[busiest]['total_requests']} calls x {mean_ms:.0f} ms"
+          f" / {LIMIT}): {bound:7.1f} s")
     print(f"medhelm-run, first run:                       {first:7.1f} s   ratio to the bound {first / bound:5.2f}"
           f"  (minus start-up {start_up:.1f} s: {(first - start_up) / bound:5.2f})")
+    print(f"  of which: launch to first request {first_call - launched:5.1f} s, calls {last_answer - first_call:5.1f} s,"
+          f" last answer to exit {ended - last_answer:5.1f} s")
     print(f"medhelm-run, rerun with nothing new:          {again:7.1f} s   ({rerun_calls} calls)")
     print("peak in flight per deployment (limit {}): ".format(LIMIT)
           + ", ".join(f"{n} {s['max_in_flight']}" for n, s in per_dep.items()))

@@ -32,6 +32,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -46,6 +47,7 @@ from medhelm_core.metrics import MetricFactory, basic, metric_table, summarizati
 from medhelm_core.parts import JuryDef, LocalAnnotatorDef, ScenarioDef
 from medhelm_core.resources import BENCHMARKS_DIR
 from medhelm_core.scenarios._common import first_line, scenario_json
+from medhelm_core.yamlio import safe_load
 
 HELM_0_5_16 = "helm-0.5.16"
 DEFAULT_EDITION = HELM_0_5_16
@@ -53,6 +55,7 @@ BUILTIN_ROOT = BENCHMARKS_DIR
 TIERS = ("public", "gated", "private")
 BENCHMARK_FILE = "benchmark.yaml"
 PATH_ENV = "MEDHELM_BENCHMARK_PATH"
+_LOADING = threading.RLock()  # one import of a folder's module at a time (runs execute concurrently)
 _MODULE_PREFIX = "medhelm_benchmarks"
 
 
@@ -69,7 +72,7 @@ def deep_merge(base: Any, overlay: Any) -> Any:
 def read_benchmark_yaml(path: Path) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+            data = safe_load(f)
     except OSError as e:
         raise MedhelmError(f"cannot read benchmark file {path}: {e.strerror}") from None
     except yaml.YAMLError as e:
@@ -118,7 +121,12 @@ class Benchmark:
         return (self.text.get("run_spec") or {}).get("annotator_class")
 
     def module(self, part: str) -> ModuleType | None:
-        """The folder's `<part>.py` (imported once), or None when the folder has none."""
+        """The folder's `<part>.py` (imported once, even when runs ask for it at once), or None when
+        the folder has none."""
+        with _LOADING:
+            return self._load(part)
+
+    def _load(self, part: str) -> ModuleType | None:
         if part not in self._modules:
             path = self.folder / f"{part}.py"
             if not path.is_file():

@@ -26,6 +26,7 @@
 """
 from __future__ import annotations
 
+import contextvars
 import heapq
 import itertools
 import json
@@ -54,6 +55,7 @@ class Job:
     key: str
     deployment: str
     request: dict
+    stage: str = "model"  # what the report counts it as: "model" or "judge"
 
 
 @dataclass
@@ -73,6 +75,10 @@ class EngineReport:
     attempts_by_kind: dict[str, int] = field(default_factory=dict)
     concurrency: dict[str, int] = field(default_factory=dict)  # deployment -> in-flight limit at the end
     budget_stopped: bool = False
+    stages: dict[str, "EngineReport"] = field(default_factory=dict)  # Job.stage -> its counts
+
+    def stage(self, name: str) -> "EngineReport":
+        return self.stages.setdefault(name, EngineReport())
 
     @property
     def total(self) -> int:
@@ -84,15 +90,7 @@ class EngineReport:
         return self.new / self.seconds if self.seconds > 0 else 0.0
 
 
-@dataclass
-class ProgressHandle:
-    """What the engine tells a progress display; `update` is called from the engine's thread."""
-
-    update: Callable[[int, dict], None]  # (completed since last call, postfix fields)
-    close: Callable[[], None] = lambda: None
-
-
-ProgressFactory = Callable[[str, int, int], ProgressHandle]  # (label, to do, reused) -> handle
+FollowUp = Callable[[Job, dict], list[Job]]  # (answered job, its result) -> jobs that can start now
 
 
 @dataclass
@@ -102,7 +100,9 @@ class RunControls:
     it launches as the `run_controls` resource; the Workspace passes it to each engine."""
 
     budget: Any = None  # costs.Budget
-    progress_factory: ProgressFactory | None = None
+    board: Any = None  # progress.ProgressBoard: the invocation's progress display, per deployment
+    parallel_runs: int | None = None  # runs at once (None: two per deployment the suite uses)
+    on_outcome: Callable[[Any], None] | None = None  # told each run's outcome (run.suite.RunOutcome) as it ends
 
 
 @dataclass
@@ -114,22 +114,39 @@ class _Item:
 
 
 class _Lane:
-    """The queue of one deployment: fresh jobs, plus jobs waiting out a back-off."""
+    """The queue of one deployment within one engine call: fresh jobs, plus jobs waiting out a
+    back-off. Its workers end when it runs dry and are started again when jobs arrive."""
 
-    def __init__(self, name: str, jobs: list[Job], stop: threading.Event):
+    def __init__(self, name: str, stop: threading.Event, max_workers: int, start_worker: Callable[["_Lane"], None]):
         self.name = name
-        self.ready: deque[_Item] = deque(_Item(j) for j in jobs)
+        self.ready: deque[_Item] = deque()
         self.delayed: list[tuple[float, int, _Item]] = []
-        self.unfinished = len(jobs)
+        self.unfinished = 0
+        self.workers = 0
+        self.max_workers = max_workers
         self.cond = threading.Condition()
         self.stop = stop
         self.dead: str | None = None  # set by a fatal_endpoint outcome
         self._seq = itertools.count()
+        self._start_worker = start_worker
+        self.threads: list[threading.Thread] = []
+
+    def add(self, item: _Item) -> None:
+        with self.cond:
+            self.ready.append(item)
+            self.unfinished += 1
+            start = self.workers < min(self.unfinished, self.max_workers)
+            if start:
+                self.workers += 1
+            self.cond.notify()
+        if start:
+            self._start_worker(self)
 
     def next(self) -> _Item | None:
         with self.cond:
             while True:
                 if self.stop.is_set() or self.unfinished == 0:
+                    self.workers -= 1
                     return None
                 now = time.monotonic()
                 if self.delayed and self.delayed[0][0] <= now:
@@ -156,7 +173,7 @@ class CompletionEngine:
                  progress: Callable[[int, int], None] | None = None,
                  settings_for: Callable[[str], DeploymentSettings] | None = None,
                  tokens_for: Callable[[str], Callable[[str], int]] | None = None,
-                 budget=None, progress_factory: ProgressFactory | None = None, label: str = "",
+                 budget=None, board=None, label: str = "", priority: float = 0.0,
                  lease_s: float = 120.0, poll_s: float = 0.25, commit_interval_s: float = 0.5):
         self.store = store
         self.client_for = client_for
@@ -167,13 +184,12 @@ class CompletionEngine:
         self.settings_for = settings_for or (lambda name: DeploymentSettings())
         self.tokens_for = tokens_for or (lambda name: (lambda text: max(1, len(text) // 4)))
         self.budget = budget
-        self.progress_factory = progress_factory
+        self.board = board
+        self.priority = priority  # lower first, when its requests wait for a deployment's slot
         self.label = label
         self.lease_s = lease_s
         self.poll_s = poll_s
         self.commit_interval_s = commit_interval_s
-        self.owner = owners.new_owner_id()
-        self._holding: set[str] = set()  # keys claimed and not yet committed (answer or error)
 
     # -- storage --------------------------------------------------------------------------
     def existing(self, keys: list[str]) -> dict[str, dict]:
@@ -185,22 +201,165 @@ class CompletionEngine:
                 [keys]).fetchall()
         return {k: json.loads(r) for k, r in rows}
 
+    # -- run ------------------------------------------------------------------------------
+    def run(self, jobs: list[Job], follow_up: FollowUp | None = None) -> tuple[dict[str, dict], EngineReport]:
+        """Answer `jobs` (stored answers reused, the rest asked once). `follow_up(job, result)` is
+        called, in this thread, with each answer as it arrives (stored ones too); the jobs it
+        returns join the same call (a judge call as soon as its model answer is in). The report
+        counts everything; `report.stages[stage]` counts the jobs of each `Job.stage`."""
+        call = _Call(self, follow_up)
+        try:
+            call.add(jobs)
+            call.loop()
+        finally:
+            call.close()
+        return call.results, call.report
+
+    def _commit_batch(self, conn, rows: list[tuple], failures: list[tuple], settled: list[str], owner: str) -> None:
+        """One batch, inside the caller's transaction: answers, failures, and the claims they settle."""
+        insert_answers(conn, rows)
+        insert_values(conn, "completion_errors", ["request_key", "model_deployment", "error", "attempts", "kind"],
+                failures)
+        conn.execute("DELETE FROM completion_claims WHERE owner = ? AND request_key IN"
+                     " (SELECT unnest(?::VARCHAR[]))", [owner, settled])
+        conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner = ?", [time.time(), owner])
+
+class _Call:
+    """One `CompletionEngine.run`: its jobs' lookups and claims, its lanes and workers, its journal
+    and commits. Many calls run at once (one per run of a suite); each deployment's process-wide
+    limiter (`ratelimit.limiter_for`) admits the workers of all of them, so a deployment's limits
+    hold across the whole invocation and no call's work waits behind another call."""
+
+    def __init__(self, engine: "CompletionEngine", follow_up: FollowUp | None):
+        self.e = engine
+        self.follow_up = follow_up
+        self.results: dict[str, dict] = {}
+        self.report = EngineReport()
+        self.start = time.time()
+        self.pending: dict[str, Job] = {}   # to look up, then claim
+        self.waiting: dict[str, Job] = {}   # claimed by another live owner: poll for its answer
+        self.known: set[str] = set()
+        self.outstanding = 0                # sent to a lane, not yet collected
+        self.lanes: dict[str, _Lane] = {}
+        self.clients: dict[str, Any] = {}
+        self.settings: dict[str, DeploymentSettings] = {}
+        self.unrecorded_prices: dict[str, DeploymentSettings] = {}
+        self.stop = threading.Event()
+        self.out: queue.Queue = queue.Queue()
+        self.stats_lock = threading.Lock()
+        self.answers: journal.Journal | None = None
+        self.failures: list[tuple] = []
+        self.failed_keys: list[str] = []
+        self.last_flush = self.last_beat = self.last_resolve = time.monotonic()
+        self.flush_cost = 0.0
+        # Each call is its own claimant (as two processes are), so concurrent calls never ask twice.
+        self.owner = owners.new_owner_id()
+        self.holding: set[str] = set()  # keys claimed and not yet committed (answer or error)
+        self.registered = False
+        engine.store.recover_answers()  # answers an ended engine journaled but never committed
+
+    def add(self, jobs: list[Job]) -> None:
+        for job in jobs:
+            if job.key not in self.known:
+                self.known.add(job.key)
+                self.pending[job.key] = job
+
+    def _counts(self, job: Job) -> tuple[EngineReport, EngineReport]:
+        return self.report, self.report.stage(job.stage)
+
+    def _answered(self, job: Job, result: dict) -> None:
+        self.results[job.key] = result
+        if self.follow_up is not None:
+            self.add(self.follow_up(job, result))
+
+    # -- lookups and claims -------------------------------------------------------------------
+    def _configure(self, deployments: set[str]) -> None:
+        """Clients and settings of deployments new to this call; fail on a missing key or price
+        before anything is claimed for them."""
+        new = sorted(d for d in deployments if d not in self.clients)
+        for d in new:
+            self.settings[d] = self.e.settings_for(d)
+        if self.e.budget is not None:
+            unpriced = [d for d in new if not self.settings[d].priced]
+            if unpriced:
+                raise MedhelmError(f"--budget needs a price for deployment {unpriced[0]!r}: set input_per_million "
+                                   f"and output_per_million in the deployments settings (conf/deployments.yaml or "
+                                   f"<local-path>/medhelm_deployments.yaml)")
+        for d in new:
+            self.clients[d] = self.e.client_for(d)
+            self.unrecorded_prices[d] = self.settings[d]
+
+    def resolve(self) -> None:
+        """Reuse what is stored, claim the rest, send what this call now owns."""
+        jobs, was_waiting = {**self.waiting, **self.pending}, set(self.waiting)
+        self.pending, self.waiting = {}, {}
+        self.last_resolve = time.monotonic()
+        if self.report.budget_stopped:  # no new request once the budget stopped one
+            for job in jobs.values():
+                for r in self._counts(job):
+                    r.skipped += 1
+            return
+        found = self.e.existing(list(jobs))
+        for key, result in found.items():
+            job = jobs.pop(key)
+            for r in self._counts(job):
+                r.reused += 1
+                r.waited += key in was_waiting
+            if self.e.board is not None and key in was_waiting:
+                self.e.board.finished(job.deployment, 0.0)
+            self._answered(job, result)
+        if not jobs:
+            return
+        self._configure({j.deployment for j in jobs.values()})
+        prices, self.unrecorded_prices = self.unrecorded_prices, {}
+        if not self.registered:  # alive before it claims anything (other calls of this process check)
+            owners.register(self.owner)
+            self.registered = True
+        mine, _theirs = self._claim(list(jobs), prices=prices or None)
+        for key, job in jobs.items():
+            if key in mine:
+                self._send(job)
+            else:  # another live process is asking it (or just answered it): wait for its answer
+                self.waiting[key] = job
+
+    def _send(self, job: Job) -> None:
+        if self.answers is None:
+            self.answers = journal.Journal(self.e.store.path, self.owner)
+        lane = self.lanes.get(job.deployment)
+        if lane is None:
+            limiter = limiter_for(job.deployment, self.settings[job.deployment], self.e.num_threads)
+            lane = self.lanes[job.deployment] = _Lane(job.deployment, self.stop, limiter.max_limit, self._start_worker)
+            if self.e.board is not None:
+                self.e.board.lane(job.deployment, limiter)
+        if self.e.board is not None:
+            self.e.board.sent(job.deployment)
+        self.outstanding += 1
+        lane.add(_Item(job))
+
+    def _start_worker(self, lane: _Lane) -> None:
+        limiter = limiter_for(lane.name, self.settings[lane.name], self.e.num_threads)
+        # In a copy of the caller's context: a client may read the run it works for (DSPy's run name).
+        t = threading.Thread(target=contextvars.copy_context().run, name=f"medhelm-{lane.name}-{len(lane.threads)}",
+                             daemon=True, args=(self._worker, lane, limiter))
+        lane.threads.append(t)
+        t.start()
+
     def _claim(self, keys: list[str], prices: dict | None = None) -> tuple[set[str], set[str]]:
         """Claim the keys nobody alive is asking; returns (mine, claimed by others). Also records
         the prices in use (`deployment_prices`), in the same transaction."""
         if not keys:
             return set(), set()
         recovered: list = []
-        with self.store.transaction() as conn:
+        with self.e.store.transaction() as conn:
             if prices:
                 record_prices(conn, prices)
             held = conn.execute(
                 "SELECT DISTINCT owner, max(heartbeat) FROM completion_claims"
                 " WHERE request_key IN (SELECT unnest(?::VARCHAR[])) AND owner <> ? GROUP BY owner",
                 [keys, self.owner]).fetchall()
-            dead = [o for o, hb in held if not owners.owner_alive(o, hb or 0.0, self.lease_s)]
+            dead = [o for o, hb in held if not owners.owner_alive(o, hb or 0.0, self.e.lease_s)]
             if dead:  # take over: first fold in what they journaled, then drop their claims
-                recovered = replay_answers(conn, self.store.path, dead=set(dead).__contains__)
+                recovered = replay_answers(conn, self.e.store.path, dead=set(dead).__contains__)
                 conn.execute("DELETE FROM completion_claims WHERE owner IN (SELECT unnest(?::VARCHAR[]))", [dead])
             conn.execute(
                 "INSERT OR IGNORE INTO completion_claims (request_key, owner, heartbeat)"
@@ -211,212 +370,152 @@ class CompletionEngine:
                                 " WHERE request_key IN (SELECT unnest(?::VARCHAR[]))", [keys]).fetchall()
         journal.remove(recovered)
         mine = {k for k, o in rows if o == self.owner}
-        self._holding |= mine
+        self.holding |= mine
         return mine, {k for k, o in rows if o != self.owner}
 
     def _release_claims(self) -> None:
-        if not self._holding:
+        if not self.holding:
             return  # every claim was settled by the commits
-        self._holding.clear()
-        with self.store.transaction() as conn:
+        self.holding.clear()
+        with self.e.store.transaction() as conn:
             conn.execute("DELETE FROM completion_claims WHERE owner = ?", [self.owner])
 
-    # -- run ------------------------------------------------------------------------------
-    def run(self, jobs: list[Job]) -> tuple[dict[str, dict], EngineReport]:
-        start = time.time()
-        unique: dict[str, Job] = {}
-        for job in jobs:
-            unique.setdefault(job.key, job)
-        self.store.recover_answers()  # answers an ended engine journaled but never committed
-        results = self.existing(list(unique))
-        report = EngineReport(reused=len(results))
-        todo = {k: j for k, j in unique.items() if k not in results}
-        if not todo:
-            report.seconds = time.time() - start
-            return results, report
-
-        # Fail fast on configuration problems (unknown deployment, missing key or price) before any call.
-        names = sorted({j.deployment for j in todo.values()})
-        clients = {d: self.client_for(d) for d in names}
-        settings = {d: self.settings_for(d) for d in names}
-        if self.budget is not None:
-            unpriced = [d for d in names if not settings[d].priced]
-            if unpriced:
-                raise MedhelmError(f"--budget needs a price for deployment {unpriced[0]!r}: set input_per_million "
-                                   f"and output_per_million in the deployments settings (conf/deployments.yaml or "
-                                   f"<local-path>/medhelm_deployments.yaml)")
-        bar = self.progress_factory(self.label, len(todo), report.reused) if self.progress_factory else None
-        owners.register(self.owner)
-        try:
-            remaining = dict(todo)
-            first = first_claim = True
-            while remaining:
-                found = {} if first else self.existing(list(remaining))
-                first = False
-                for k, r in found.items():
-                    results[k] = r
-                    report.reused += 1
-                    report.waited += 1
-                    remaining.pop(k)
-                if found and bar:
-                    bar.update(len(found), {})
-                if not remaining:
-                    break
-                mine, _theirs = self._claim(list(remaining), prices=settings if first_claim else None)
-                first_claim = False
-                if not mine:
-                    # Another live process is asking these (or just answered them): wait for its answers.
-                    time.sleep(self.poll_s)
-                    continue
-                self._process([remaining.pop(k) for k in list(remaining) if k in mine], clients,
-                              settings, results, report, bar)
-                if report.budget_stopped:
-                    report.skipped += len(remaining)
-                    break
-        finally:
-            self._release_claims()
-            owners.unregister(self.owner)
-            if bar:
-                bar.close()
-        report.concurrency = {d: limiter_for(d, settings[d], self.num_threads).current_limit for d in names}
-        report.seconds = time.time() - start
-        return results, report
-
-    def _process(self, jobs: list[Job], clients: dict, settings: dict[str, DeploymentSettings],
-                 results: dict, report: EngineReport, bar: ProgressHandle | None) -> None:
-        stop = threading.Event()
-        out: queue.Queue = queue.Queue()
-        stats_lock = threading.Lock()
-        by_dep: dict[str, list[Job]] = {}
-        for job in jobs:
-            by_dep.setdefault(job.deployment, []).append(job)
-        answers = journal.Journal(self.store.path, self.owner)
-        threads = []
-        for dep, dep_jobs in by_dep.items():
-            lane = _Lane(dep, dep_jobs, stop)
-            limiter = limiter_for(dep, settings[dep], self.num_threads)
-            for i in range(min(len(dep_jobs), limiter.max_limit)):
-                t = threading.Thread(target=self._worker, name=f"medhelm-{dep}-{i}", daemon=True,
-                                     args=(lane, clients[dep], settings[dep], limiter, out, stop, report, stats_lock,
-                                           answers))
-                t.start()
-                threads.append(t)
-
-        failures: list[tuple] = []
-        failed_keys: list[str] = []
-        last_flush = last_beat = time.monotonic()
-        flush_cost = 0.0
-        outstanding = len(jobs)
+    # -- collecting and committing -----------------------------------------------------------
+    def loop(self) -> None:
         crash: BaseException | None = None
-
-        def handle(msg: tuple) -> None:
-            nonlocal outstanding
-            what, job = msg[0], msg[1]
-            outstanding -= 1
-            if what == "done":
-                att: Attempt = msg[2]
-                results[job.key] = att.result
-                report.new += 1
-                report.content_filtered += att.kind == CONTENT_FILTER
-                report.cost_usd += msg[4] or 0.0
-                report.prompt_tokens += att.prompt_tokens or 0
-                report.completion_tokens += att.completion_tokens or 0
-            elif what == "failed":
-                att = msg[2]
-                report.failed += 1
-                report.errors[job.key] = att.message or "failed"
-                failures.append((job.key, job.deployment, att.message, msg[3], att.kind))
-                failed_keys.append(job.key)
-            elif what == "skipped":
-                report.skipped += 1
-                report.budget_stopped = True
-            if self.progress:
-                self.progress(len(jobs) - outstanding, len(jobs))
-            if bar:
-                bar.update(1, {"usd": f"{report.cost_usd:.4f}", "failed": report.failed, "retries": report.retries})
-
-        def flush() -> None:
-            """Commit the journal's closed segment and the failures in one transaction."""
-            nonlocal last_flush, flush_cost, last_beat
-            last_flush = time.monotonic()
-            segment = answers.rotate()
-            if segment is None and not failures:
-                return
-            rows = [tuple(r) for r in segment.rows] if segment else []
-            settled = (segment.keys if segment else []) + failed_keys
-            with self.store.transaction() as conn:
-                self._commit_batch(conn, rows, failures, settled)
-            if segment:
-                journal.remove([segment.path])
-            last_beat = time.monotonic()
-            self._holding.difference_update(settled)
-            failures.clear()
-            failed_keys.clear()
-            flush_cost = time.monotonic() - last_flush
-
         try:
-            try:
-                while outstanding > 0:
-                    try:
-                        msg = out.get(timeout=0.2)
-                    except queue.Empty:
-                        msg = None
-                        if not any(t.is_alive() for t in threads) and out.empty():
-                            break  # every worker ended and nothing is left to collect
-                    if msg is not None:
-                        if msg[0] == "crash":
-                            crash = msg[2]
-                            break
-                        handle(msg)
-                    now = time.monotonic()
-                    # Commit to DuckDB when nothing else is waiting to be collected, at most every
-                    # `commit_interval_s` (a commit opens the DuckDB file: 40-100 ms of CPU on a big file,
-                    # so answers are batched over the interval, which stretches to 8x the last commit's
-                    # duration, at most `flush_seconds`), and at once at `flush_every` uncommitted. The
-                    # journal already holds every answer, so the interval costs nothing on a crash.
-                    waited = now - last_flush
-                    interval = min(max(self.commit_interval_s, 8 * flush_cost), self.flush_seconds)
-                    uncommitted = answers.pending + len(failures)
-                    if uncommitted and ((out.empty() and waited >= interval) or uncommitted >= self.flush_every):
-                        flush()
-                    if now - last_beat >= min(30.0, self.lease_s / 4):
-                        last_beat = now
-                        with self.store.transaction() as conn:
-                            conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner = ?",
-                                         [time.time(), self.owner])
-            except BaseException as e:  # noqa: BLE001 - e.g. KeyboardInterrupt: keep what arrived, then re-raise
-                crash = e
-            finally:
-                stop.set()
-                if crash is not None:  # give in-flight answers a moment to land: keep what was paid for
-                    deadline = time.monotonic() + 2.0
-                    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
-                        time.sleep(0.05)
-                while True:
-                    try:
-                        msg = out.get_nowait()
-                    except queue.Empty:
+            while True:
+                now = time.monotonic()
+                due = now - self.last_resolve >= max(self.e.commit_interval_s, self.e.poll_s)
+                if self.pending and (self.outstanding == 0 or due or len(self.pending) >= self.e.flush_every):
+                    self.resolve()
+                    continue
+                if self.waiting and (due or self.outstanding == 0):
+                    if self.outstanding == 0 and not due:
+                        time.sleep(self.e.poll_s)
+                    self.resolve()
+                    continue
+                if self.outstanding == 0 and not self.pending and not self.waiting:
+                    break
+                try:
+                    msg = self.out.get(timeout=0.2)
+                except queue.Empty:
+                    msg = None
+                    if not self._workers_alive() and self.out.empty() and not self.pending and not self.waiting:
+                        break  # every worker ended and nothing is left to collect
+                if msg is not None:
+                    if msg[0] == "crash":
+                        crash = msg[2]
                         break
-                    if msg[0] in ("done", "failed"):
-                        handle(msg)
-                flush()
+                    self._handle(msg)
+                self._maybe_flush()
+        except BaseException as e:  # noqa: BLE001 - e.g. KeyboardInterrupt: keep what arrived, then re-raise
+            crash = e
         finally:
-            answers.close()  # whatever a failed commit left in it is replayed by the next process
+            self.stop.set()
+            if crash is not None:  # give in-flight answers a moment to land: keep what was paid for
+                deadline = time.monotonic() + 2.0
+                while self._workers_alive() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            while True:
+                try:
+                    msg = self.out.get_nowait()
+                except queue.Empty:
+                    break
+                if msg[0] in ("done", "failed"):
+                    self._handle(msg, follow=False)
+            if self.answers is not None:
+                self._flush()
         if crash is not None:
             raise crash
 
-    def _commit_batch(self, conn, rows: list[tuple], failures: list[tuple], settled: list[str]) -> None:
-        """One batch, inside the caller's transaction: answers, failures, and the claims they settle."""
-        insert_answers(conn, rows)
-        insert_values(conn, "completion_errors", ["request_key", "model_deployment", "error", "attempts", "kind"],
-                failures)
-        conn.execute("DELETE FROM completion_claims WHERE owner = ? AND request_key IN"
-                     " (SELECT unnest(?::VARCHAR[]))", [self.owner, settled])
-        conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner = ?", [time.time(), self.owner])
+    def _workers_alive(self) -> bool:
+        return any(t.is_alive() for lane in self.lanes.values() for t in lane.threads)
 
-    def _worker(self, lane: _Lane, client, settings: DeploymentSettings, limiter: ratelimit.EndpointLimiter,
-                out: queue.Queue, stop: threading.Event, report: EngineReport, stats_lock: threading.Lock,
-                answers: journal.Journal) -> None:
+    def _handle(self, msg: tuple, follow: bool = True) -> None:
+        what, job = msg[0], msg[1]
+        self.outstanding -= 1
+        counts = self._counts(job)
+        if what == "done":
+            att: Attempt = msg[2]
+            for r in counts:
+                r.new += 1
+                r.content_filtered += att.kind == CONTENT_FILTER
+                r.cost_usd += msg[4] or 0.0
+                r.prompt_tokens += att.prompt_tokens or 0
+                r.completion_tokens += att.completion_tokens or 0
+            if follow:
+                self._answered(job, att.result)
+            else:
+                self.results[job.key] = att.result
+        elif what == "failed":
+            att = msg[2]
+            for r in counts:
+                r.failed += 1
+                r.errors[job.key] = att.message or "failed"
+            self.failures.append((job.key, job.deployment, att.message, msg[3], att.kind))
+            self.failed_keys.append(job.key)
+        elif what == "skipped":
+            for r in counts:
+                r.skipped += 1
+                r.budget_stopped = True
+        if self.e.progress:
+            self.e.progress(len(self.results) + self.report.failed + self.report.skipped, len(self.known))
+        if self.e.board is not None:
+            self.e.board.finished(job.deployment, msg[4] if what == "done" else 0.0, failed=what != "done")
+
+    def _maybe_flush(self) -> None:
+        # Commit to DuckDB when nothing else is waiting to be collected, at most every
+        # `commit_interval_s` (a commit opens the DuckDB file: 40-100 ms of CPU on a big file, so
+        # answers are batched over the interval, which stretches to 8x the last commit's duration,
+        # at most `flush_seconds`), and at once at `flush_every` uncommitted. The journal already
+        # holds every answer, so the interval costs nothing on a crash.
+        now = time.monotonic()
+        waited = now - self.last_flush
+        interval = min(max(self.e.commit_interval_s, 8 * self.flush_cost), self.e.flush_seconds)
+        uncommitted = (self.answers.pending if self.answers else 0) + len(self.failures)
+        if uncommitted and ((self.out.empty() and waited >= interval) or uncommitted >= self.e.flush_every):
+            self._flush()
+        if self.answers is not None and now - self.last_beat >= min(30.0, self.e.lease_s / 4):
+            self.last_beat = now
+            with self.e.store.transaction() as conn:
+                conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner = ?",
+                             [time.time(), self.owner])
+
+    def _flush(self) -> None:
+        """Commit the journal's closed segment and the failures in one transaction."""
+        self.last_flush = time.monotonic()
+        segment = self.answers.rotate()
+        if segment is None and not self.failures:
+            return
+        rows = [tuple(r) for r in segment.rows] if segment else []
+        settled = (segment.keys if segment else []) + self.failed_keys
+        with self.e.store.transaction() as conn:
+            self.e._commit_batch(conn, rows, self.failures, settled, self.owner)
+        if segment:
+            journal.remove([segment.path])
+        self.last_beat = time.monotonic()
+        self.holding.difference_update(settled)
+        self.failures.clear()
+        self.failed_keys.clear()
+        self.flush_cost = time.monotonic() - self.last_flush
+
+    def close(self) -> None:
+        if self.answers is not None:
+            self.answers.close()  # whatever a failed commit left in it is replayed by the next process
+        if self.registered:
+            self._release_claims()
+            owners.unregister(self.owner)
+        self.report.concurrency = {d: limiter_for(d, self.settings[d], self.e.num_threads).current_limit
+                                   for d in self.settings}
+        self.report.seconds = time.time() - self.start
+        for r in self.report.stages.values():
+            r.seconds = self.report.seconds
+
+    # -- one worker of a lane ----------------------------------------------------------------
+    def _worker(self, lane: _Lane, limiter: ratelimit.EndpointLimiter) -> None:
+        e, out, budget = self.e, self.out, self.e.budget
+        client, settings = self.clients[lane.name], self.settings[lane.name]
         count_tokens = None
         try:
             while True:
@@ -428,21 +527,21 @@ class CompletionEngine:
                     out.put(("failed", job, Attempt(FATAL_ENDPOINT, message=lane.dead), 0))
                     lane.finish()
                     continue
-                if item.attempt == 1 and (self.budget is not None or limiter.tpm is not None):
+                if item.attempt == 1 and (budget is not None or limiter.tpm is not None):
                     if count_tokens is None:
-                        count_tokens = self.tokens_for(job.deployment)
+                        count_tokens = e.tokens_for(job.deployment)
                     req = job.request
                     out_tokens = (req.get("max_tokens") or 0) * max(1, req.get("num_completions") or 1)
                     prompt_tokens = count_tokens(req.get("prompt") or "")
                     item.tokens = float(prompt_tokens + out_tokens)
-                    if self.budget is not None:
+                    if budget is not None:
                         item.reserved = settings.cost(prompt_tokens, out_tokens) or 0.0
-                        if not self.budget.reserve(item.reserved):
+                        if not budget.reserve(item.reserved):
                             item.reserved = 0.0
                             out.put(("skipped", job))
                             lane.finish()
                             continue
-                lease = limiter.acquire(item.tokens, stop)
+                lease = limiter.acquire(item.tokens, self.stop, e.priority)
                 if lease is None:
                     return  # stopping
                 try:
@@ -454,24 +553,26 @@ class CompletionEngine:
                 if att.prompt_tokens is not None and att.completion_tokens is not None:
                     used = att.prompt_tokens + att.completion_tokens
                 limiter.release(lease, att.kind, att.retry_after_s, att.headers, used)
-                with stats_lock:
-                    report.attempts_by_kind[att.kind] = report.attempts_by_kind.get(att.kind, 0) + 1
+                with self.stats_lock:
+                    for r in self._counts(job):
+                        r.attempts_by_kind[att.kind] = r.attempts_by_kind.get(att.kind, 0) + 1
                 if att.kind in (OK, CONTENT_FILTER):
                     cost = settings.cost(att.prompt_tokens, att.completion_tokens)
-                    answers.append(_completion_row(job, att, item.attempt, cost))  # durable from here on
-                    if self.budget is not None:
-                        self.budget.settle(item.reserved, cost, paid=True)
+                    self.answers.append(_completion_row(job, att, item.attempt, cost))  # durable from here on
+                    if budget is not None:
+                        budget.settle(item.reserved, cost, paid=True)
                     out.put(("done", job, att, item.attempt, cost))
                     lane.finish()
                 elif att.kind in TRANSIENT and item.attempt < settings.max_attempts:
-                    with stats_lock:
-                        report.retries += 1
+                    with self.stats_lock:
+                        for r in self._counts(job):
+                            r.retries += 1
                     delay = backoff_delay(settings, item.attempt, att.retry_after_s)
                     item.attempt += 1
                     lane.later(item, delay)
                 else:
-                    if self.budget is not None:
-                        self.budget.settle(item.reserved, 0.0, paid=False)
+                    if budget is not None:
+                        budget.settle(item.reserved, 0.0, paid=False)
                     if att.kind in TRANSIENT:
                         att.message = f"{att.message} (after {item.attempt} attempts)"
                     if att.kind == FATAL_ENDPOINT:

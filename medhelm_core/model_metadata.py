@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 import duckdb
-import yaml
 
 from medhelm_core.resources import DEFAULT_MODEL_METADATA_PATH, ddl  # noqa: F401  (DEFAULT_MODEL_METADATA_PATH: re-exported)
+from medhelm_core.yamlio import safe_load
 
 MODEL_FIELDS = ["name", "display_name", "description", "creator_organization_name", "access", "release_date",
                 "num_parameters"]
@@ -32,7 +32,7 @@ class ModelRegistry:
 
     def register_file(self, path: str | Path) -> None:
         with open(path) as f:
-            raw = yaml.safe_load(f) or {}
+            raw = safe_load(f) or {}
         for m in raw.get("models") or []:
             md = {k: m.get(k) for k in MODEL_FIELDS}
             if isinstance(md["release_date"], (datetime.date, datetime.datetime)):

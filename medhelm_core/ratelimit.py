@@ -41,6 +41,8 @@ What the engine does with them (`EndpointLimiter`, one per deployment and proces
 from __future__ import annotations
 
 import fnmatch
+import heapq
+import itertools
 import math
 import random
 import re
@@ -56,6 +58,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from medhelm_core.errors import MedhelmError
 from medhelm_core.resources import DEFAULT_DEPLOYMENTS_SETTINGS_PATH
+from medhelm_core.yamlio import safe_load
 
 PROJECT_CONF = DEFAULT_DEPLOYMENTS_SETTINGS_PATH  # medhelm_core/resources/conf/deployments.yaml
 LOCAL_CONF_NAME = "medhelm_deployments.yaml"
@@ -134,7 +137,7 @@ _FIELDS = set(DeploymentSettings.model_fields)
 
 def _read_conf(path: Path) -> tuple[dict, list[tuple[str, dict]]]:
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        raw = safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
@@ -337,6 +340,8 @@ class EndpointLimiter:
         self._successes = 0
         self._avg_tokens = 0.0
         self.history: list[tuple[float, int]] = [(time.time(), int(self.limit))]  # (time, limit) on change
+        self._waiting: list[tuple[float, int]] = []  # (priority, arrival) of the workers waiting for a slot
+        self._tickets = itertools.count()
         self.counts: dict[str, int] = {}
 
     @property
@@ -347,20 +352,33 @@ class EndpointLimiter:
         with self.cond:
             self.paused_until = max(self.paused_until, time.monotonic() + seconds)
 
-    def acquire(self, tokens: float = 0.0, stop: threading.Event | None = None) -> Lease | None:
-        """Wait for a slot (and bucket capacity); None if `stop` was set meanwhile."""
+    def acquire(self, tokens: float = 0.0, stop: threading.Event | None = None,
+                priority: float = 0.0) -> Lease | None:
+        """Wait for a slot (and bucket capacity); None if `stop` was set meanwhile. A free slot
+        goes to the waiter with the lowest `priority` (then the longest waiting): the runs of a
+        suite that started first finish first, so their scoring overlaps the others' calls."""
+        ticket = (priority, next(self._tickets))
         with self.cond:
-            while True:
-                if stop is not None and stop.is_set():
-                    return None
-                now = time.monotonic()
-                if now < self.paused_until:
-                    self.cond.wait(min(self.paused_until - now, 0.5))
-                    continue
-                if self.in_flight < self.current_limit:
-                    self.in_flight += 1
-                    break
-                self.cond.wait(0.5)
+            heapq.heappush(self._waiting, ticket)
+            try:
+                while True:
+                    if stop is not None and stop.is_set():
+                        return None
+                    now = time.monotonic()
+                    if now < self.paused_until:
+                        self.cond.wait(min(self.paused_until - now, 0.5))
+                        continue
+                    if self.in_flight < self.current_limit and self._waiting[0] == ticket:
+                        self.in_flight += 1
+                        break
+                    self.cond.wait(0.5)
+            finally:
+                if self._waiting and self._waiting[0] == ticket:
+                    heapq.heappop(self._waiting)
+                else:  # stopped while waiting behind others
+                    self._waiting.remove(ticket)
+                    heapq.heapify(self._waiting)
+                self.cond.notify_all()  # the next in line may take a slot that is still free
         try:
             if self.rpm is not None and not self.rpm.take(1, stop):
                 raise _Stopped

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -18,7 +20,7 @@ from typing import Any, Iterator
 import duckdb
 import filelock
 
-from medhelm_core import journal
+from medhelm_core import journal, owners
 from medhelm_core.resources import ddl
 
 DB_FILENAME = "medhelm.duckdb"
@@ -42,12 +44,115 @@ def stable_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+class _Database:
+    """This process's use of one DuckDB file, shared by every `Store` of that path: a thread lock
+    (one user at a time, as the file lock orders processes) and, while a caller `holds` it, the
+    database kept open between uses. Opening and closing (a checkpoint) cost tens of milliseconds
+    each on a big file, which a suite of concurrent runs would otherwise pay on every commit. A
+    held database is closed after `idle_s` without use and after `hold_s` of use (then reopened
+    only `pause_s` later), so other processes (another medhelm-run, the page) still get their turn."""
+
+    idle_s, hold_s, pause_s = 0.25, 2.0, 0.1
+
+    def __init__(self, path: Path, lock_timeout_s: float):
+        self.path = path
+        self.flock = filelock.FileLock(str(path) + ".lock", timeout=lock_timeout_s, thread_local=False)
+        self.tlock = threading.RLock()
+        self.conn: duckdb.DuckDBPyConnection | None = None
+        self.read_only = False
+        self.depth = 0
+        self.holders = 0
+        self.opened_at = self.last_use = self.forced_at = 0.0
+        self._closer: threading.Thread | None = None
+
+    @contextmanager
+    def connection(self, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self.tlock:
+            if self.conn is not None and self.read_only and not read_only:
+                self._close()
+            if self.conn is None:
+                self._open(read_only)
+            self.depth += 1
+            cursor = self.conn.cursor()
+            try:
+                yield cursor
+            finally:
+                cursor.close()
+                self.depth -= 1
+                self.last_use = time.monotonic()
+                if self.depth == 0:
+                    if not self.holders:
+                        self._close()
+                    elif self.last_use - self.opened_at > self.hold_s:
+                        self._close()
+                        self.forced_at = self.last_use
+
+    def _open(self, read_only: bool) -> None:
+        wait = self.forced_at + self.pause_s - time.monotonic()
+        if wait > 0:  # we just gave the file up after a long hold: let a waiting process take it first
+            time.sleep(wait)
+        self.flock.acquire()
+        try:
+            self.conn = duckdb.connect(str(self.path), read_only=read_only)
+        except BaseException:
+            self.flock.release()
+            raise
+        self.read_only = read_only
+        self.opened_at = time.monotonic()
+
+    def _close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            finally:
+                self.conn = None
+                self.flock.release()
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        with self.tlock:
+            self.holders += 1
+            if self._closer is None:
+                self._closer = threading.Thread(target=self._close_when_idle, name="medhelm-store", daemon=True)
+                self._closer.start()
+        try:
+            yield
+        finally:
+            with self.tlock:
+                self.holders -= 1
+                if not self.holders and not self.depth:
+                    self._close()
+
+    def _close_when_idle(self) -> None:
+        while True:
+            time.sleep(self.idle_s / 2)
+            with self.tlock:
+                if not self.holders:
+                    self._closer = None
+                    return
+                if self.conn is not None and not self.depth and time.monotonic() - self.last_use > self.idle_s:
+                    self._close()
+
+
+_DATABASES: dict[Path, _Database] = {}
+_DATABASES_LOCK = threading.Lock()
+
+
+def _database(path: Path, lock_timeout_s: float) -> _Database:
+    key = path.absolute()
+    with _DATABASES_LOCK:
+        if key not in _DATABASES:
+            _DATABASES[key] = _Database(key, lock_timeout_s)
+        return _DATABASES[key]
+
+
 class Store:
-    """Short-lived, file-locked connections to `<output_path>/medhelm.duckdb`."""
+    """Short-lived, file-locked connections to `<output_path>/medhelm.duckdb` (kept open between
+    uses while `held`, see `_Database`)."""
 
     def __init__(self, path: str | Path, lock_timeout_s: float = 600.0):
         self.path = Path(path)
-        self.lock = filelock.FileLock(str(self.path) + ".lock", timeout=lock_timeout_s)
+        self.lock_timeout_s = lock_timeout_s
         self._initialised = False
 
     @classmethod
@@ -59,17 +164,17 @@ class Store:
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.lock:
-            conn = duckdb.connect(str(self.path), read_only=read_only)
-            try:
-                if not self._initialised and not read_only:
-                    for name in DDL_FILES:
-                        conn.execute(ddl(name))
-                    self._initialised = True
-                    self._recover_answers(conn)
-                yield conn
-            finally:
-                conn.close()
+        with _database(self.path, self.lock_timeout_s).connection(read_only) as conn:
+            if not self._initialised and not read_only:
+                for name in DDL_FILES:
+                    conn.execute(ddl(name))
+                self._initialised = True
+                self._recover_answers(conn)
+            yield conn
+
+    def held(self):
+        """Keep the database open between uses for the block (a suite's many short transactions)."""
+        return _database(self.path, self.lock_timeout_s).held()
 
     def recover_answers(self) -> None:
         """Fold in the answers that engines which have since ended journaled but never committed
@@ -79,8 +184,14 @@ class Store:
                 self._recover_answers(conn)
 
     def _recover_answers(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """Replay the journals of ended engines, then drop the claims they left: a dead owner's claim
+        holds nothing back, and one whose answer is now stored would otherwise never be settled."""
         with in_transaction(conn):
             done = replay_answers(conn, self.path)
+            held = conn.execute("SELECT owner, max(heartbeat) FROM completion_claims GROUP BY owner").fetchall()
+            dead = [o for o, beat in held if not owners.owner_alive(o, beat or 0.0)]
+            if dead:
+                conn.execute("DELETE FROM completion_claims WHERE owner IN (SELECT unnest(?::VARCHAR[]))", [dead])
         journal.remove(done)
 
     @contextmanager

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import contextvars
 import os
 import tempfile
 import threading
@@ -65,17 +66,19 @@ SIGNATURE = "inputs -> output"
 MODULES = ("Predict", "ChainOfThought")
 
 # HELM's runner keeps the name of the run being executed in a module global
-# (`runner._CURRENT_RUN_SPEC_NAME`); the DSPy client derives the scenario from it.
-_CURRENT_RUN_SPEC_NAME: Optional[str] = None
+# (`runner._CURRENT_RUN_SPEC_NAME`); the DSPy client derives the scenario from it. Runs execute
+# concurrently here, so it is a context variable: each run's thread (and the engine workers it
+# starts, in a copy of its context) sees its own run.
+_CURRENT_RUN_SPEC_NAME: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("current_run_spec_name",
+                                                                                      default=None)
 
 
 def set_current_run_spec_name(name: Optional[str]) -> None:
-    global _CURRENT_RUN_SPEC_NAME
-    _CURRENT_RUN_SPEC_NAME = name
+    _CURRENT_RUN_SPEC_NAME.set(name)
 
 
 def current_scenario_name() -> str:
-    name = _CURRENT_RUN_SPEC_NAME
+    name = _CURRENT_RUN_SPEC_NAME.get()
     return name.split(":")[0] if name else "unknown"
 
 

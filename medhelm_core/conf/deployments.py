@@ -55,6 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from medhelm_core.conf.run_entries import parse_hocon
 from medhelm_core.errors import MedhelmError
 from medhelm_core.resources import HELM_CONFIG_DIR
+from medhelm_core.yamlio import safe_load
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +203,7 @@ class TokenizerConfig(BaseModel):
 def _read_yaml(path: Path) -> Any:
     try:
         with open(path, encoding="utf-8") as f:
-            return yaml.safe_load(f)
+            return safe_load(f)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""

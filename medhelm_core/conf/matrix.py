@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from medhelm_core.conf.run_entries import RunEntry
 from medhelm_core.errors import MedhelmError
+from medhelm_core.yamlio import safe_load
 
 
 class MatrixModel(BaseModel):
@@ -36,7 +37,7 @@ class Matrix(BaseModel):
 def load_matrix(path: str | Path) -> list[RunEntry]:
     source = str(path)
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        raw = safe_load(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise MedhelmError(f"{source}: run-entry file not found") from None
     except yaml.YAMLError as e:

@@ -24,6 +24,7 @@ import yaml
 from medhelm_core.errors import MedhelmError
 from medhelm_core.parts import JuryDef
 from medhelm_core.resources import DEFAULT_JUDGES_CONFIG
+from medhelm_core.yamlio import safe_load
 
 
 def judges_config_path(jury_config_path: str | None) -> str:
@@ -49,7 +50,7 @@ def load_judges_config(jury_config_path: str | None = None, *, entry: str | None
         raise MedhelmError(f"{pre}file not found: {path}")
     try:
         with open(path, "r") as f:
-            config = yaml.safe_load(f)
+            config = safe_load(f)
     except OSError as e:
         raise MedhelmError(f"{pre}file unreadable: {path}: {e.strerror}") from None
     except yaml.YAMLError as e:

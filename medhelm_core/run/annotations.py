@@ -14,6 +14,18 @@ from medhelm_core.run.workspace import RunRef, Workspace, in_data_scope
 from medhelm_core.store import insert_rows, request_key
 
 
+def request_state(state_json: str, result: dict | None, annotations: dict | None = None) -> dict:
+    """A stored request state with its result (and annotations), keys in HELM's order."""
+    st = json.loads(state_json)
+    ordered = {k: st[k] for k in ("instance", "train_trial_index", "output_mapping", "request") if k in st}
+    ordered["result"] = result
+    for k in ("num_train_instances", "prompt_truncated", "num_conditioning_tokens"):
+        ordered[k] = st[k]
+    if annotations:
+        ordered["annotations"] = annotations
+    return ordered
+
+
 def load_request_states(ws: Workspace, run: RunRef, with_annotations: bool = True) -> list[dict]:
     """The run's request states with results (and annotations), in HELM's order."""
     with ws.store.connect() as conn:
@@ -29,69 +41,80 @@ def load_request_states(ws: Workspace, run: RunRef, with_annotations: bool = Tru
                 ann.setdefault(pos, {})[annotator] = json.loads(annotation)
     states = []
     for pos, state, result in rows:
-        st = json.loads(state)
         if result is None:
             raise MedhelmError(f"{run.run_name}: request {pos} has no completion yet; materialize completions first")
-        ordered = {k: st[k] for k in ("instance", "train_trial_index", "output_mapping", "request") if k in st}
-        ordered["result"] = json.loads(result)
-        for k in ("num_train_instances", "prompt_truncated", "num_conditioning_tokens"):
-            ordered[k] = st[k]
-        if pos in ann:
-            ordered["annotations"] = ann[pos]
-        states.append(ordered)
+        states.append(request_state(state, json.loads(result), ann.get(pos)))
     return states
+
+
+class JuryPlan:
+    """A run's annotators: the LLM juries (judge calls through the engine, a verdict per judge)
+    and the local annotators, and the judge jobs of each request state."""
+
+    def __init__(self, ws: Workspace, run: RunRef):
+        self.run = run
+        self.juries, self.local_annotators = [], []
+        for aspec in load_run_spec(ws, run).get("annotators") or []:
+            defn = ws.catalog.annotator(aspec, run.run_name)
+            (self.local_annotators if isinstance(defn, LocalAnnotatorDef) else self.juries).append(defn)
+
+    def judge_jobs(self, st: dict) -> list[Job]:
+        """The judge calls of one request state (none when its output is empty)."""
+        jobs = []
+        for j in self.juries:
+            prompt = jury.jury_prompt(j, st)
+            if prompt is not None:
+                for info in j.judges.values():
+                    req = jury.judge_request(info, prompt)
+                    jobs.append(Job(request_key(info["model_deployment"], req), info["model_deployment"], req,
+                                    stage="judge"))
+        return jobs
 
 
 @in_data_scope
 def run_annotations(ws: Workspace, run: RunRef) -> dict:
-    spec = load_run_spec(ws, run)
-    juries, local_annotators = [], []
-    for aspec in spec.get("annotators") or []:
-        defn = ws.catalog.annotator(aspec, run.run_name)
-        (local_annotators if isinstance(defn, LocalAnnotatorDef) else juries).append(defn)
+    plan = JuryPlan(ws, run)
     states = load_request_states(ws, run, with_annotations=False)
-    plan = []  # (position, instance_id, jury, prompt, [(judge, info, key, request)])
-    jobs = []
-    for pos, st in enumerate(states):
-        for j in juries:
-            prompt = jury.jury_prompt(j, st)
-            calls = []
-            if prompt is not None:
-                for judge, info in j.judges.items():
-                    req = jury.judge_request(info, prompt)
-                    key = request_key(info["model_deployment"], req)
-                    calls.append((judge, info, key))
-                    jobs.append(Job(key, info["model_deployment"], req))
-            plan.append((pos, st["instance"]["id"], j, prompt, calls))
+    jobs = [job for st in states for job in plan.judge_jobs(st)]
     results, report = ws.engine(f"{run.run_name} judges").run(jobs) if jobs else ({}, EngineReport())
+    return write_annotations(ws, plan, states, results, report)
+
+
+def write_annotations(ws: Workspace, plan: JuryPlan, states: list[dict], results: dict,
+                      report: EngineReport) -> dict:
+    """Verdicts and annotations of every request state from the judges' answers in `results`."""
+    run = plan.run
     if report.budget_stopped:
         budget_stop(ws, run, report, "judge requests")  # before writing: no verdict from a call never made
     ann_rows, verdict_rows = [], []
     counts: dict[str, int] = {}
-    for pos, iid, j, prompt, calls in plan:
-        verdicts = []
-        if prompt is None:
-            verdicts = [jury.Verdict(name, jury.SKIPPED_EMPTY_OUTPUT) for name in j.judges]
-            keyed = {name: None for name in j.judges}
-        else:
-            keyed = {}
-            for judge, info, key in calls:
-                keyed[judge] = key
-                result = results.get(key)
-                if result is None or not result.get("success"):
-                    err = report.errors.get(key) or (result or {}).get("error") or "request failed"
-                    verdicts.append(jury.Verdict(judge, jury.REQUEST_FAILED, error=err))
-                else:
-                    verdicts.append(jury.parse_judge_output(j, judge, result["completions"][0]["text"]))
-        for v in verdicts:
-            counts[v.status] = counts.get(v.status, 0) + 1
-            verdict_rows.append((run.suite, run.run_name, pos, iid, j.name, v.judge,
-                                 j.judges[v.judge]["model_deployment"], v.status, keyed.get(v.judge), v.raw_text,
-                                 json.dumps(v.parsed) if v.parsed is not None else None, v.error))
-        ann_rows.append((run.suite, run.run_name, pos, iid, j.name,
-                         json.dumps(jury.assemble_annotation(prompt, verdicts), ensure_ascii=False)))
+    for pos, st in enumerate(states):
+        iid = st["instance"]["id"]
+        for j in plan.juries:
+            prompt = jury.jury_prompt(j, st)
+            verdicts, keyed = [], {}
+            if prompt is None:
+                verdicts = [jury.Verdict(name, jury.SKIPPED_EMPTY_OUTPUT) for name in j.judges]
+                keyed = {name: None for name in j.judges}
+            else:
+                for judge, info in j.judges.items():
+                    key = request_key(info["model_deployment"], jury.judge_request(info, prompt))
+                    keyed[judge] = key
+                    result = results.get(key)
+                    if result is None or not result.get("success"):
+                        err = report.errors.get(key) or (result or {}).get("error") or "request failed"
+                        verdicts.append(jury.Verdict(judge, jury.REQUEST_FAILED, error=err))
+                    else:
+                        verdicts.append(jury.parse_judge_output(j, judge, result["completions"][0]["text"]))
+            for v in verdicts:
+                counts[v.status] = counts.get(v.status, 0) + 1
+                verdict_rows.append((run.suite, run.run_name, pos, iid, j.name, v.judge,
+                                     j.judges[v.judge]["model_deployment"], v.status, keyed.get(v.judge), v.raw_text,
+                                     json.dumps(v.parsed) if v.parsed is not None else None, v.error))
+            ann_rows.append((run.suite, run.run_name, pos, iid, j.name,
+                             json.dumps(jury.assemble_annotation(prompt, verdicts), ensure_ascii=False)))
     for pos, st in enumerate(states):  # local annotators (e.g. EhrSqlAnnotator): no model, no verdicts
-        for la in local_annotators:
+        for la in plan.local_annotators:
             ann_rows.append((run.suite, run.run_name, pos, st["instance"]["id"], la.name,
                              json.dumps(la.annotate(st), ensure_ascii=False)))
     with ws.store.transaction() as conn:

@@ -28,8 +28,12 @@ def run_completions(ws: Workspace, run: RunRef) -> EngineReport:
     _, report = ws.engine(f"{run.run_name} completions").run(jobs)
     if report.budget_stopped:
         budget_stop(ws, run, report, "model requests")
+    raise_for_failures(run, report, len(jobs))
+    return report
+
+
+def raise_for_failures(run: RunRef, report: EngineReport, total: int) -> None:
     if report.failed:
         first = next(iter(report.errors.values()))
-        raise MedhelmError(f"{run.run_name}: {report.failed} of {len(jobs)} requests failed "
+        raise MedhelmError(f"{run.run_name}: {report.failed} of {total} requests failed "
                            f"(kept {report.new} new completions; rerun to retry the rest). First error: {first}")
-    return report

@@ -94,6 +94,21 @@ def build_dataset(ws: Workspace, partition_key: str) -> dict:
     return {"scenario_key": key, "content_hash": content, "num_instances": n, "built": built, "tier": defn.tier}
 
 
+@in_data_scope
+def is_current(ws: Workspace, partition_key: str) -> bool:
+    """The dataset was built from the spec and the data-file bytes it has now (nothing to rebuild)."""
+    with ws.store.connect() as conn:
+        row = conn.execute("SELECT s.scenario_spec, s.scenario_key, d.scenario_key IS NOT NULL FROM scenario_specs s"
+                           " LEFT JOIN datasets d ON d.scenario_key = s.scenario_key WHERE s.partition_key = ?",
+                           [partition_key]).fetchone()
+    if row is None or not row[2]:
+        return False
+    try:
+        return scenario_key(json.loads(row[0]), ws.catalog)[0] == row[1]
+    except MedhelmError:
+        return False  # building it says what is wrong
+
+
 def _helm_metadata(defn, args: dict) -> dict | None:
     try:
         return defn.helm_metadata(args)

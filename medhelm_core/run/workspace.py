@@ -107,11 +107,11 @@ class Workspace:
         local = self.local_path / "model_metadata.yaml"
         return [DEFAULT_MODEL_METADATA_PATH] + ([local] if local.exists() else [])
 
-    def engine(self, label: str = "") -> CompletionEngine:
+    def engine(self, label: str = "", priority: float = 0.0) -> CompletionEngine:
         return CompletionEngine(self.store, self.client, num_threads=self.num_threads, progress=self.progress,
                                 settings_for=self.deployment_settings, tokens_for=self.token_counter,
-                                budget=self.controls.budget, progress_factory=self.controls.progress_factory,
-                                label=label)
+                                budget=self.controls.budget, board=self.controls.board,
+                                label=label, priority=priority)
 
 
 def in_data_scope(layer: Callable) -> Callable:

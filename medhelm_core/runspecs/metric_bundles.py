@@ -8,10 +8,10 @@ import copy
 import functools
 from typing import Any
 
-import yaml
 
 from medhelm_core.helm_types import metric_spec
 from medhelm_core.resources import METRIC_BUNDLES_PATH
+from medhelm_core.yamlio import safe_load
 
 # HELM evaluates `helm.common.gpu_utils.get_torch_device_name()` when it builds the RunSpec:
 # "cuda" iff torch sees a GPU. We never run with CUDA, so every SummarizationMetric spec records
@@ -23,7 +23,7 @@ _NO_DEFAULT = object()
 
 @functools.cache
 def _text() -> dict[str, Any]:
-    return yaml.safe_load(METRIC_BUNDLES_PATH.read_text(encoding="utf-8"))
+    return safe_load(METRIC_BUNDLES_PATH.read_text(encoding="utf-8"))
 
 
 def _cls(key: str) -> str:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import duckdb
-import yaml
+from medhelm_core.yamlio import safe_load
 
 from ..resources import SQL_DIR
 
@@ -106,7 +106,7 @@ def load_model_doc(sql_path: str | Path) -> ModelDoc:
     doc = ModelDoc(sql_path.stem, sql_path.parent.name)
     if not yml.exists():
         return doc
-    raw = yaml.safe_load(yml.read_text(encoding="utf-8")) or {}
+    raw = safe_load(yml.read_text(encoding="utf-8")) or {}
     if not isinstance(raw, dict):
         raise ValueError(f"{yml}: must hold a mapping (description, columns, unit_tests)")
     doc.description = str(raw.get("description") or "").strip()

@@ -70,7 +70,7 @@ def test_a_commit_that_fails_loses_no_answer(tmp_path, monkeypatch):
     store = Store(tmp_path / "t.duckdb")
     client = CountingClient()
 
-    def broken(self, conn, rows, failures, settled):
+    def broken(self, conn, rows, *rest):
         raise OSError("disk full")
 
     monkeypatch.setattr(CompletionEngine, "_commit_batch", broken)

@@ -61,3 +61,9 @@ CREATE TABLE IF NOT EXISTS jury_scores (
         suite VARCHAR, run_name VARCHAR, instance_id VARCHAR, metric VARCHAR,
         helm_value DOUBLE, corrected_value DOUBLE, judges_ok INTEGER, judges_total INTEGER,
         PRIMARY KEY (suite, run_name, instance_id, metric));
+
+-- The inputs a run last completed with (run spec, dataset key, deployment, code): a rerun with
+-- the same fingerprint and the run's files on disk is reused without any work (run/suite.py).
+CREATE TABLE IF NOT EXISTS run_fingerprints (
+        suite VARCHAR, run_name VARCHAR, fingerprint VARCHAR,
+        completed_at TIMESTAMP DEFAULT current_timestamp, PRIMARY KEY (suite, run_name));

@@ -1,0 +1,311 @@
+"""The runs of one invocation, all at once: every deployment busy, each run's jury pipelined.
+
+`run_suite` executes many runs concurrently (a thread per active run) through one completion
+engine: the process-wide limiter of each deployment (`ratelimit.limiter_for`) admits the requests
+of every run that uses it, so a deployment's `max_concurrency`, RPM/TPM and back-off hold for the
+whole suite and no deployment idles while work for it exists. Within a run, an instance's judge
+calls are sent as soon as its model answer is in (`CompletionEngine.run(..., follow_up=...)`);
+scoring and writing a run's files happen when that run is complete, whatever the others do.
+
+A run whose inputs did not change since it last completed (its run spec, its dataset's key and
+the code's version: `run_fingerprint`) and whose files are on disk is reused without touching its
+rows: that is what makes a rerun with nothing new cost almost nothing per run.
+
+Run order never changes a number or a file: each run's rows and files depend only on its own
+requests and on the content-addressed answers.
+"""
+from __future__ import annotations
+
+import contextvars
+import functools
+import hashlib
+import json
+import time
+from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+from medhelm_core.costs import BudgetExhausted, run_cost
+from medhelm_core.clients.dspy_program import set_current_run_spec_name
+from medhelm_core.engine import EngineReport, Job
+from medhelm_core.errors import MedhelmError
+from medhelm_core.helm_files import run_dir
+from medhelm_core.run import annotations as annotation_layer
+from medhelm_core.run import checks as run_checks
+from medhelm_core.run import datasets as dataset_layer
+from medhelm_core.run import requests as request_layer
+from medhelm_core.run import scores as score_layer
+from medhelm_core.run.entries import scenario_partition_key
+from medhelm_core.run.completions import budget_stop, raise_for_failures
+from medhelm_core.run.workspace import RunRef, Workspace
+from medhelm_core.store import stable_hash
+
+STAGES = ("requests", "completions", "annotations", "scores")
+
+
+@dataclass
+class RunOutcome:
+    """What happened to one run: the stages it completed, or the error that stopped it."""
+
+    run: RunRef
+    stages: list[str] = field(default_factory=list)
+    error: BaseException | None = None
+    reused: bool = False          # up to date: nothing was done
+    started: bool = True          # False: not started (the budget was already spent)
+    model: EngineReport = field(default_factory=EngineReport)
+    judge: EngineReport = field(default_factory=EngineReport)
+    info: dict = field(default_factory=dict)  # per stage: what the layer returned
+    checks: dict = field(default_factory=dict)  # check name -> (passed, metadata), for the stages done
+    cost: dict = field(default_factory=dict)    # the run's `run_costs` row (all its calls, reused ones too)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.started
+
+    @property
+    def new_calls(self) -> int:
+        return self.model.new + self.judge.new
+
+    @property
+    def cost_usd(self) -> float:
+        return self.model.cost_usd + self.judge.cost_usd
+
+
+@functools.lru_cache(maxsize=8)
+def code_digest(roots: tuple[str, ...]) -> str:
+    """sha256 of the code and declarative files a run's numbers come from: this package (HELM's
+    logic, the benchmark folders) and the user's benchmark folders. Any change reruns the runs."""
+    h = hashlib.sha256()
+    for root in (str(Path(__file__).resolve().parents[1]),) + roots:
+        for f in sorted(Path(root).rglob("*")):
+            if f.is_file() and f.suffix in (".py", ".yaml", ".yml", ".json", ".sql", ".txt", ".jinja"):
+                h.update(str(f.relative_to(root)).encode())
+                h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def run_fingerprint(ws: Workspace, run_spec_json: str, scenario_key: str | None) -> str:
+    """What a completed run's rows and files depend on besides the content-addressed answers:
+    its run spec, its dataset (spec + data-file bytes), its deployment, and the code."""
+    spec = json.loads(run_spec_json)
+    dep = ws.deployment(spec["adapter_spec"]["model_deployment"])
+    return stable_hash({"run_spec": spec, "scenario_key": scenario_key, "deployment": dep.model_dump(mode="json"),
+                        "code": code_digest(ws.benchmark_paths)})[:24]
+
+
+def _current_fingerprints(ws: Workspace, runs: list[RunRef]) -> tuple[dict[RunRef, str], dict[RunRef, str]]:
+    """(fingerprint now, fingerprint stored at the run's last completion) for each run."""
+    with ws.store.connect() as conn:
+        rows = conn.execute(
+            "SELECT e.suite, e.run_name, e.run_spec, f.fingerprint FROM run_entries e"
+            " LEFT JOIN run_fingerprints f ON f.suite = e.suite AND f.run_name = e.run_name"
+            " WHERE e.suite || '/' || e.run_name IN (SELECT unnest(?::VARCHAR[]))",
+            [[r.partition_key for r in runs]]).fetchall()
+        datasets = dict(conn.execute("SELECT partition_key, scenario_key FROM scenario_specs").fetchall())
+    now, stored = {}, {}
+    for suite, name, spec, fp in rows:
+        run = RunRef(suite, name)
+        partition = scenario_partition_key(json.loads(spec)["scenario_spec"])
+        now[run] = run_fingerprint(ws, spec, datasets.get(partition))
+        if fp is not None:
+            stored[run] = fp
+    return now, stored
+
+
+def up_to_date(ws: Workspace, runs: list[RunRef]) -> set[RunRef]:
+    """Runs completed with the same inputs as now, whose HELM files are on disk."""
+    if not runs:
+        return set()
+    now, stored = _current_fingerprints(ws, runs)
+    return {r for r in runs if stored.get(r) is not None and stored[r] == now.get(r)
+            and (run_dir(ws.output_path, r.suite, r.run_name) / "stats.json").exists()}
+
+
+def unchanged(ws: Workspace, suite_name: str, entries: list[tuple]) -> bool:
+    """Every run of these (run entry, run spec) pairs completed with exactly these specs and the
+    same inputs, and its files are on disk: there is nothing to do, not even to register."""
+    if not ws.store.path.exists():
+        return False
+    with ws.store.connect() as conn:
+        stored = dict(conn.execute("SELECT run_name, run_spec FROM run_entries WHERE suite = ?",
+                                   [suite_name]).fetchall())
+    if any(spec["name"] not in stored or json.loads(stored[spec["name"]]) != spec for _, spec in entries):
+        return False
+    partitions = {scenario_partition_key(spec["scenario_spec"]) for _, spec in entries}
+    if not all(dataset_layer.is_current(ws, key) for key in partitions):
+        return False
+    runs = [RunRef(suite_name, spec["name"]) for _, spec in entries]
+    return up_to_date(ws, runs) == set(runs)
+
+
+def _record_fingerprint(ws: Workspace, run: RunRef) -> None:
+    now, _ = _current_fingerprints(ws, [run])
+    with ws.store.transaction() as conn:
+        conn.execute("INSERT OR REPLACE INTO run_fingerprints (suite, run_name, fingerprint) VALUES (?, ?, ?)",
+                     [run.suite, run.run_name, now[run]])
+
+
+def _forget_fingerprint(ws: Workspace, run: RunRef) -> None:
+    with ws.store.transaction() as conn:
+        conn.execute("DELETE FROM run_fingerprints WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
+
+
+def run_one(ws: Workspace, run: RunRef, stages: Iterable[str] = STAGES, priority: float = 0.0) -> RunOutcome:
+    """The selected stages of one run; errors are returned in the outcome, not raised. Its
+    requests wait for a deployment's slot behind those of runs with a lower `priority`."""
+    stages = [s for s in STAGES if s in set(stages)]
+    out = RunOutcome(run)
+    start = time.time()
+    budget = ws.controls.budget
+    if budget is not None and budget.exhausted:
+        out.started = False
+        return out
+    set_current_run_spec_name(run.run_name)  # HELM's runner global (a context variable here), read by DSPy
+    try:
+        if stages == list(STAGES):
+            _forget_fingerprint(ws, run)  # a run stopped half-way is never taken as up to date
+        if "requests" in stages:
+            out.info["requests"] = request_layer.build_requests(ws, run)
+            out.stages.append("requests")
+        if "completions" in stages:
+            _completions_and_jury(ws, run, out, with_jury="annotations" in stages, priority=priority)
+        elif "annotations" in stages:
+            info = annotation_layer.run_annotations(ws, run)
+            out.judge, out.info["annotations"] = info["report"], info
+            out.stages.append("annotations")
+        if "scores" in stages:
+            computed = score_layer.compute_stats(ws, run)
+            directory = score_layer.write_files(ws, run, computed)
+            # Only the counts are kept: outcomes of a whole suite stay small (memory follows the work in flight).
+            out.info["scores"] = {k: computed[k] for k in ("per_instance_rows", "run_stats", "instances")}
+            out.info["scores"]["directory"] = directory
+            out.stages.append("scores")
+        if stages == list(STAGES):
+            _record_fingerprint(ws, run)
+    except BaseException as e:  # noqa: BLE001 - reported per run; the suite goes on
+        out.error = e
+        if not isinstance(e, Exception):
+            raise
+    # What the run's materializations report, asked here (in the run's thread) rather than by the
+    # thread that records them, so recording a run never waits on the store.
+    try:
+        if out.stages:
+            out.checks = {c.name: c.evaluate(ws, run) for c in run_checks.RUN_CHECKS if c.after in out.stages}
+            out.cost = run_cost(ws, run.suite, run.run_name)
+    except Exception as e:  # noqa: BLE001
+        out.error = out.error or e
+    out.seconds = time.time() - start
+    return out
+
+
+def _completions_and_jury(ws: Workspace, run: RunRef, out: RunOutcome, with_jury: bool, priority: float) -> None:
+    rows = request_layer.request_rows(ws, run)
+    if not rows:
+        raise MedhelmError(f"{run.run_name}: no requests built yet")
+    jobs = [Job(k, dep, json.loads(state)["request"]) for _, k, dep, state in rows]
+    plan = annotation_layer.JuryPlan(ws, run) if with_jury else None
+    follow_up = _judges_on_arrival(plan, rows) if plan is not None and plan.juries else None
+    results, report = ws.engine(run.run_name, priority).run(jobs, follow_up=follow_up)
+    out.model, out.judge = report.stage("model"), report.stage("judge")
+    if out.model.budget_stopped:
+        budget_stop(ws, run, out.model, "model requests")
+    raise_for_failures(run, out.model, len(jobs))
+    out.info["completions"] = out.model
+    out.stages.append("completions")
+    if plan is not None:
+        states = annotation_layer.load_request_states(ws, run, with_annotations=False)
+        out.info["annotations"] = annotation_layer.write_annotations(ws, plan, states, results, out.judge)
+        out.stages.append("annotations")
+
+
+def _judges_on_arrival(plan: annotation_layer.JuryPlan, rows: list[tuple]):
+    """The engine's follow-up: an instance's judge calls, as soon as its model answer is in."""
+    states_by_key: dict[str, list[str]] = {}
+    for _, key, _, state in rows:
+        states_by_key.setdefault(key, []).append(state)
+
+    def follow_up(job: Job, result: dict) -> list[Job]:
+        if job.stage != "model":
+            return []
+        return [j for state in states_by_key.get(job.key, ())
+                for j in plan.judge_jobs(annotation_layer.request_state(state, result))]
+
+    return follow_up
+
+
+def default_parallel_runs(ws: Workspace, runs: list[RunRef]) -> int:
+    """Enough runs at once for every deployment to have two runs' work queued."""
+    return max(4, min(64, 2 * len({_deployment(ws, r) for r in runs})))
+
+
+def _deployment(ws: Workspace, run: RunRef) -> str:
+    return _run_facts(ws, [run]).get(run, ("", False))[0]
+
+
+def _run_facts(ws: Workspace, runs: list[RunRef]) -> dict[RunRef, tuple[str, bool]]:
+    """(model deployment, has annotators) of each run, in one query."""
+    with ws.store.connect() as conn:
+        rows = conn.execute(
+            "SELECT suite, run_name, model_deployment, json_array_length(coalesce(run_spec->'annotators', '[]'))"
+            " FROM run_entries WHERE suite || '/' || run_name IN (SELECT unnest(?::VARCHAR[]))",
+            [[r.partition_key for r in runs]]).fetchall()
+    return {RunRef(s, n): (d or "", bool(a)) for s, n, d, a in rows}
+
+
+def schedule(ws: Workspace, runs: list[RunRef]) -> list[RunRef]:
+    """The order runs start in: runs with a jury first (their judges are the longest chain), and
+    within each group the deployments taken in turn, so every deployment gets work at once."""
+    facts = _run_facts(ws, runs)
+    ordered = []
+    for jury_first in (True, False):
+        by_dep: dict[str, list[RunRef]] = {}
+        for r in runs:
+            dep, has_jury = facts.get(r, ("", False))
+            if has_jury == jury_first:
+                by_dep.setdefault(dep, []).append(r)
+        queues = list(by_dep.values())
+        while queues:
+            ordered += [q.pop(0) for q in queues]
+            queues = [q for q in queues if q]
+    return ordered
+
+
+def run_suite(ws: Workspace, runs: list[RunRef], stages: Iterable[str] = STAGES,
+              parallel: int | None = None) -> Iterator[RunOutcome]:
+    """Run every run (its selected stages), many at once; yields each outcome when its run ends.
+    Runs that are up to date are yielded first, without any work."""
+    stages = [s for s in STAGES if s in set(stages)]
+    fresh = up_to_date(ws, runs) if stages == list(STAGES) else set()
+    for run in runs:
+        if run in fresh:
+            yield RunOutcome(run, stages=list(stages), reused=True)
+    todo = [r for r in runs if r not in fresh]
+    if not todo:
+        return
+    order = schedule(ws, todo)
+    parallel = parallel or ws.controls.parallel_runs or default_parallel_runs(ws, todo)
+    with ws.store.held(), ThreadPoolExecutor(max_workers=min(parallel, len(order)),
+                                             thread_name_prefix="medhelm-run") as pool:
+        # Each run in a copy of this context: the data-scope root and the current run name are context variables.
+        futures = [pool.submit(contextvars.copy_context().run, run_one, ws, run, stages, i)
+                   for i, run in enumerate(order)]
+        try:
+            for f in as_completed(futures):
+                yield f.result()
+        finally:
+            for f in futures:
+                f.cancel()
+
+
+def summary_line(outcomes: list[RunOutcome]) -> str:
+    """`N runs: R reused, C new calls, $X` (R: up to date, nothing done)."""
+    reused = sum(o.reused for o in outcomes)
+    calls = sum(o.new_calls for o in outcomes)
+    cost = sum(o.cost_usd for o in outcomes)
+    return f"{len(outcomes)} runs: {reused} reused, {calls} new calls, ${cost:,.2f}"
+
+
+def raise_budget(outcomes: list[RunOutcome]) -> BudgetExhausted | None:
+    return next((o.error for o in outcomes if isinstance(o.error, BudgetExhausted)), None)
