@@ -11,7 +11,8 @@ Reported: the lower bound, max over deployments d of (requests_d × mean latency
 latencies the mock logged), which
 is what an invocation keeping every endpoint busy could reach; medhelm-run's wall time and its
 ratio to the bound (process start-up shown apart); the peak in flight per deployment (never above
-its limit); a rerun with nothing new. (helm-run on the same suite is not part of this script yet.)
+its limit); a rerun with nothing new; with `HELM_VENV` set, `helm-run --num-threads 4` on the same
+suite in the same run.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shutil
 import stat
 import subprocess
@@ -139,6 +141,7 @@ def main() -> None:
             launched = time.time()
             first = timed(run)
             ended = time.time()
+            peak_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the largest child so far
             per_dep = {n: stats(ports[n]) for n in MODELS + JUDGES}
             # Each deployment's busy time: the latencies it served (jitter is uniform in [0, jitter)).
             logged = {n: [json.loads(line) for line in (root / f"{n}.jsonl").open()] for n in MODELS + JUDGES}
@@ -150,6 +153,12 @@ def main() -> None:
                 reset(ports[n])
             again = timed(run)
             rerun_calls = sum(stats(ports[n])["total_requests"] for n in MODELS + JUDGES)
+            helm_s = None
+            helm_run = Path(os.environ.get("HELM_VENV", "/nonexistent")) / "bin" / "helm-run"
+            if helm_run.exists():  # the same suite through HELM 0.5.16, side by side in this run
+                helm_s = timed([str(helm_run), "--conf-paths", "work/conf/bench.conf", "--suite", "bench-helm",
+                                "--max-eval-instances", str(args.instances), "--num-threads", str(LIMIT),
+                                "--output-path", "helm_output", "--local-path", "work/prod_env"])
         finally:
             for proc in mocks:
                 proc.terminate()
@@ -166,7 +175,13 @@ def main() -> None:
           f"  (minus start-up {start_up:.1f} s: {(first - start_up) / bound:5.2f})")
     print(f"  of which: launch to first request {first_call - launched:5.1f} s, calls {last_answer - first_call:5.1f} s,"
           f" last answer to exit {ended - last_answer:5.1f} s")
+    print(f"  peak memory of medhelm-run: {peak_rss_mb:.0f} MB")
     print(f"medhelm-run, rerun with nothing new:          {again:7.1f} s   ({rerun_calls} calls)")
+    if helm_s is None:
+        print("helm-run: skipped (set HELM_VENV to a crfm-helm 0.5.16 venv to run it side by side)")
+    else:
+        print(f"helm-run --num-threads {LIMIT}, same suite:       {helm_s:7.1f} s   ratio to the bound {helm_s / bound:5.2f}"
+              f"  ({helm_s / first:.2f}x medhelm-run's time)")
     print("peak in flight per deployment (limit {}): ".format(LIMIT)
           + ", ".join(f"{n} {peak_in_flight(logged[n])}" for n in per_dep))
 

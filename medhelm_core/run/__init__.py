@@ -4,9 +4,11 @@
     entries      register_runs: run entries + run specs of a suite, the dataset partitions they need
     datasets     build_dataset: the instances of one scenario spec
     requests     build_requests: a run's prompts, in HELM's order
-    completions  run_completions: every request answered once, through the engine
+    completions  run_completions: every request answered once, through the engine (judges on arrival)
     annotations  run_annotations: the LLM jury and local annotators
     scores       compute_stats, write_files: HELM's metrics, the run's HELM files
+    checks       RUN_CHECKS: SQL questions about one run (the per-run asset checks)
+    suite        run_suite: many runs at once, one engine, up-to-date runs reused
     preflight    validate_runs: data files and deployments checked before anything is sent
     estimate     estimate_runs: tokens and dollars, before anything is sent
 

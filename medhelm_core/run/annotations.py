@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from medhelm_core import jury
-from medhelm_core.engine import EngineReport, Job
+from medhelm_core.engine import EngineReport, FollowUp, Job
 from medhelm_core.errors import MedhelmError
 from medhelm_core.parts import LocalAnnotatorDef
 from medhelm_core.run.completions import budget_stop
@@ -57,6 +57,22 @@ class JuryPlan:
         for aspec in load_run_spec(ws, run).get("annotators") or []:
             defn = ws.catalog.annotator(aspec, run.run_name)
             (self.local_annotators if isinstance(defn, LocalAnnotatorDef) else self.juries).append(defn)
+
+    def judges_on_arrival(self, rows: list[tuple]) -> FollowUp | None:
+        """The completion engine's follow-up for the run's request rows (position, key, deployment,
+        state): an instance's judge calls, as soon as its model answer is in."""
+        if not self.juries:
+            return None
+        states_by_key: dict[str, list[str]] = {}
+        for _, key, _, state in rows:
+            states_by_key.setdefault(key, []).append(state)
+
+        def follow_up(job: Job, result: dict) -> list[Job]:
+            if job.stage != "model":
+                return []
+            return [j for state in states_by_key.get(job.key, ()) for j in self.judge_jobs(request_state(state, result))]
+
+        return follow_up
 
     def judge_jobs(self, st: dict) -> list[Job]:
         """The judge calls of one request state (none when its output is empty)."""

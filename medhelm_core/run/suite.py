@@ -21,23 +21,21 @@ import functools
 import hashlib
 import json
 import time
-from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Iterator
 
-from medhelm_core.costs import BudgetExhausted, run_cost
-from medhelm_core.clients.dspy_program import set_current_run_spec_name
-from medhelm_core.engine import EngineReport, Job
-from medhelm_core.errors import MedhelmError
+from medhelm_core.costs import run_cost
+from medhelm_core.engine import EngineReport
 from medhelm_core.helm_files import run_dir
 from medhelm_core.run import annotations as annotation_layer
 from medhelm_core.run import checks as run_checks
+from medhelm_core.run import completions as completion_layer
 from medhelm_core.run import datasets as dataset_layer
 from medhelm_core.run import requests as request_layer
 from medhelm_core.run import scores as score_layer
 from medhelm_core.run.entries import scenario_partition_key
-from medhelm_core.run.completions import budget_stop, raise_for_failures
 from medhelm_core.run.workspace import RunRef, Workspace
 from medhelm_core.store import stable_hash
 
@@ -162,7 +160,6 @@ def run_one(ws: Workspace, run: RunRef, stages: Iterable[str] = STAGES, priority
     if budget is not None and budget.exhausted:
         out.started = False
         return out
-    set_current_run_spec_name(run.run_name)  # HELM's runner global (a context variable here), read by DSPy
     try:
         if stages == list(STAGES):
             _forget_fingerprint(ws, run)  # a run stopped half-way is never taken as up to date
@@ -201,17 +198,10 @@ def run_one(ws: Workspace, run: RunRef, stages: Iterable[str] = STAGES, priority
 
 
 def _completions_and_jury(ws: Workspace, run: RunRef, out: RunOutcome, with_jury: bool, priority: float) -> None:
-    rows = request_layer.request_rows(ws, run)
-    if not rows:
-        raise MedhelmError(f"{run.run_name}: no requests built yet")
-    jobs = [Job(k, dep, json.loads(state)["request"]) for _, k, dep, state in rows]
     plan = annotation_layer.JuryPlan(ws, run) if with_jury else None
-    follow_up = _judges_on_arrival(plan, rows) if plan is not None and plan.juries else None
-    results, report = ws.engine(run.run_name, priority).run(jobs, follow_up=follow_up)
+    results, report = completion_layer.run_completions(
+        ws, run, follow_up_for=plan.judges_on_arrival if plan is not None else None, priority=priority)
     out.model, out.judge = report.stage("model"), report.stage("judge")
-    if out.model.budget_stopped:
-        budget_stop(ws, run, out.model, "model requests")
-    raise_for_failures(run, out.model, len(jobs))
     out.info["completions"] = out.model
     out.stages.append("completions")
     if plan is not None:
@@ -220,28 +210,9 @@ def _completions_and_jury(ws: Workspace, run: RunRef, out: RunOutcome, with_jury
         out.stages.append("annotations")
 
 
-def _judges_on_arrival(plan: annotation_layer.JuryPlan, rows: list[tuple]):
-    """The engine's follow-up: an instance's judge calls, as soon as its model answer is in."""
-    states_by_key: dict[str, list[str]] = {}
-    for _, key, _, state in rows:
-        states_by_key.setdefault(key, []).append(state)
-
-    def follow_up(job: Job, result: dict) -> list[Job]:
-        if job.stage != "model":
-            return []
-        return [j for state in states_by_key.get(job.key, ())
-                for j in plan.judge_jobs(annotation_layer.request_state(state, result))]
-
-    return follow_up
-
-
 def default_parallel_runs(ws: Workspace, runs: list[RunRef]) -> int:
     """Enough runs at once for every deployment to have two runs' work queued."""
-    return max(4, min(64, 2 * len({_deployment(ws, r) for r in runs})))
-
-
-def _deployment(ws: Workspace, run: RunRef) -> str:
-    return _run_facts(ws, [run]).get(run, ("", False))[0]
+    return max(4, min(64, 2 * len({dep for dep, _ in _run_facts(ws, runs).values()})))
 
 
 def _run_facts(ws: Workspace, runs: list[RunRef]) -> dict[RunRef, tuple[str, bool]]:
@@ -305,7 +276,3 @@ def summary_line(outcomes: list[RunOutcome]) -> str:
     calls = sum(o.new_calls for o in outcomes)
     cost = sum(o.cost_usd for o in outcomes)
     return f"{len(outcomes)} runs: {reused} reused, {calls} new calls, ${cost:,.2f}"
-
-
-def raise_budget(outcomes: list[RunOutcome]) -> BudgetExhausted | None:
-    return next((o.error for o in outcomes if isinstance(o.error, BudgetExhausted)), None)
