@@ -16,6 +16,10 @@ from medhelm_core.run.workspace import RunRef
 from medhelm_core.selections import RunSelection
 
 
+# The tag a materialization's data version travels in (what MaterializeResult(data_version=...) writes).
+DATA_VERSION_TAG = "dagster/data_version"
+
+
 class RunEntriesConfig(dg.Config, RunSelection):
     """helm-run's selection: which confs, which suite, how many instances (`RunSelection`)."""
 
@@ -55,7 +59,8 @@ def _dataset_asset(tier: str) -> dg.AssetsDefinition:
                 context.asset_key, partition=key,
                 metadata={"dagster/row_count": info["num_instances"], "tier": info["tier"],
                           "content_hash": info["content_hash"], "scenario_key": info["scenario_key"],
-                          "rebuilt": info["built"]})
+                          "rebuilt": info["built"]},
+                tags={DATA_VERSION_TAG: info["scenario_key"]})
 
     return _asset
 
@@ -111,7 +116,8 @@ def run_layers(context: dg.AssetExecutionContext, medhelm: MedhelmResource, run_
             for key in STAGE_ASSETS[stage]:
                 if key in selected:
                     yield dg.AssetMaterialization(key, partition=outcome.run.partition_key,
-                                                  metadata=_stage_metadata(outcome, key))
+                                                  metadata=_stage_metadata(outcome, key),
+                                                  tags=_data_version(outcome, key))
         for check in RUN_CHECKS.values():
             if check.name in checks and check.name in outcome.checks:
                 passed, metadata = outcome.checks[check.name]
@@ -124,6 +130,13 @@ def run_layers(context: dg.AssetExecutionContext, medhelm: MedhelmResource, run_
         raise first.error if len(runs) == 1 and first.error is not None else dg.Failure(
             description=f"{len(failed)} of {len(runs)} runs did not complete; first: {first.run.run_name}: "
                         f"{first.error or 'not started (budget reached)'}")
+
+
+def _data_version(outcome: suite_layer.RunOutcome, key: str) -> dict[str, str] | None:
+    """The requests' digest as their data version (unchanged prompts: downstream is not stale)."""
+    if key == "requests" and "requests" in outcome.info:
+        return {DATA_VERSION_TAG: outcome.info["requests"]["digest"]}
+    return None
 
 
 def _stage_metadata(outcome: suite_layer.RunOutcome, key: str) -> dict:
