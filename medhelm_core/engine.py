@@ -391,6 +391,8 @@ class _Call:
                     self.resolve()
                     continue
                 if self.waiting and (due or self.outstanding == 0):
+                    # Commit what we hold before waiting on another claimant: it may be waiting on us.
+                    self._maybe_flush(now_if_any=self.outstanding == 0)
                     if self.outstanding == 0 and not due:
                         time.sleep(self.e.poll_s)
                     self.resolve()
@@ -464,7 +466,7 @@ class _Call:
         if self.e.board is not None:
             self.e.board.finished(job.deployment, msg[4] if what == "done" else 0.0, failed=what != "done")
 
-    def _maybe_flush(self) -> None:
+    def _maybe_flush(self, now_if_any: bool = False) -> None:
         # Commit to DuckDB when nothing else is waiting to be collected, at most every
         # `commit_interval_s` (a commit opens the DuckDB file: 40-100 ms of CPU on a big file, so
         # answers are batched over the interval, which stretches to 8x the last commit's duration,
@@ -474,7 +476,8 @@ class _Call:
         waited = now - self.last_flush
         interval = min(max(self.e.commit_interval_s, 8 * self.flush_cost), self.e.flush_seconds)
         uncommitted = (self.answers.pending if self.answers else 0) + len(self.failures)
-        if uncommitted and ((self.out.empty() and waited >= interval) or uncommitted >= self.e.flush_every):
+        due = now_if_any or (self.out.empty() and waited >= interval) or uncommitted >= self.e.flush_every
+        if uncommitted and due:
             self._flush()
         if self.answers is not None and now - self.last_beat >= min(30.0, self.e.lease_s / 4):
             self.last_beat = now

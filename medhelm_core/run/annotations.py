@@ -70,7 +70,8 @@ class JuryPlan:
         def follow_up(job: Job, result: dict) -> list[Job]:
             if job.stage != "model":
                 return []
-            return [j for state in states_by_key.get(job.key, ()) for j in self.judge_jobs(request_state(state, result))]
+            return [j for state in states_by_key.get(job.key, ())
+                    for j in self.judge_jobs(request_state(state, result))]
 
         return follow_up
 

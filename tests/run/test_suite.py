@@ -51,7 +51,7 @@ def server():
     s.close()
 
 
-def _workspace(root: Path, server: MockServer, budget: float | None = None):
+def _workspace(root: Path, server: MockServer, budget: float | None = None, suites=("oracle-private",)):
     env = lay_out_inputs(SYNTHETIC / "inputs", root, server.base_url) / "prod_env"
     (env / "credentials.conf").write_text('mockaiApiKey: "sk-mock-not-a-secret"\n')
     (env / "medhelm_deployments.yaml").write_text(SETTINGS)
@@ -60,7 +60,7 @@ def _workspace(root: Path, server: MockServer, budget: float | None = None):
     selection = RunSelection(conf_paths=[str(root / "work" / "conf" / "private.conf")], suite="oracle-private",
                              max_eval_instances=50)
     with_entries = entries.expand_selection(ws, selection)
-    runs = entries.register_runs(ws, "oracle-private", with_entries)
+    runs = [r for name in suites for r in entries.register_runs(ws, name, with_entries)]
     for keys in entries.scenario_partitions(with_entries, ws.catalog).values():
         for key in keys:
             datasets.build_dataset(ws, key)
@@ -91,7 +91,8 @@ def test_runs_overlap_share_each_deployments_limit_and_give_helms_results(tmp_pa
     # Each request was asked once, and the numbers and files are HELM's, whatever the order.
     assert len({(name, p) for name, *_, p in log}) == len(log)
     assert _assert_runs_equal_gold(tmp_path / "out", "oracle-private", "oracle-private") == 300
-    assert suite.summary_line(outcomes) == f"6 runs: 0 reused, {len(log)} new calls, ${sum(o.cost_usd for o in outcomes):,.2f}"
+    cost = sum(o.cost_usd for o in outcomes)
+    assert suite.summary_line(outcomes) == f"6 runs: 0 reused, {len(log)} new calls, ${cost:,.2f}"
 
     # Nothing new: every run is reused from its fingerprint, without a call or a rewrite.
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "out" / "runs").rglob("*.json")}
@@ -128,3 +129,17 @@ def test_budget_stops_the_concurrent_runs_and_a_rerun_resumes(tmp_path, server, 
     with ws.store.connect() as conn:
         total = conn.execute("SELECT count(*) FROM completions").fetchone()[0]
     assert total == paid + len(log)
+
+
+def test_runs_asking_the_same_requests_at_once_ask_each_once(tmp_path, server, monkeypatch):
+    """Two suites of the same entries run together: their runs claim the same requests. Each is
+    asked once, and neither run waits forever on the other's claims (each commits what it holds
+    before waiting on another claimant)."""
+    monkeypatch.chdir(tmp_path)
+    ws, runs, log, _ = _workspace(tmp_path, server, suites=("first", "second"))
+    outcomes = list(suite.run_suite(ws, runs))
+    assert len(outcomes) == 12 and all(o.ok for o in outcomes)
+    assert len({(name, p) for name, *_, p in log}) == len(log)
+    assert sum(o.new_calls for o in outcomes) == len(log)
+    for name in ("first", "second"):
+        assert _assert_runs_equal_gold(tmp_path / "out", name, "oracle-private") == 300
