@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Any, Callable
 
+import httpx
 import openai
 
 from medhelm_core.clients.base import Attempt, RequestFailed, RetryPolicy, headers_of, model_api, redact
@@ -187,8 +188,6 @@ class OpenAICompatibleClient:
         error classes) with the body HELM's `chat.completions.create(**raw_request)` sends; the raw
         httpx response is read as JSON. (Going through the typed resource method costs ~2 ms more
         CPU per request for parameter transforms and pydantic models: a third of the client's cost.)"""
-        import httpx
-
         return self._client.post("/chat/completions", body=raw, cast_to=httpx.Response)
 
     def _status_error(self, e: openai.APIStatusError) -> Attempt:

@@ -3,6 +3,7 @@ deployments and clients, its benchmark catalog; and `RunRef`, one run (suite + H
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -17,6 +18,9 @@ from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH
 from medhelm_core.ratelimit import SettingsRegistry
 from medhelm_core.store import Store
 from medhelm_core.tokenizers import TokenizerError, get_tokenizer
+
+
+_CLIENTS_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -79,10 +83,13 @@ class Workspace:
         return self.registry.get_deployment(name)
 
     def client(self, name: str):
-        if name not in self._clients:
-            self._clients[name] = client_for_deployment(self.deployment(name), load_credentials(self.local_path),
-                                                        timeout_s=self.deployment_settings(name).timeout_s)
-        return self._clients[name]
+        # Made once, under a lock: the runs of a suite ask from many threads at once, and a client's
+        # first construction imports its SDK (a concurrent first import can see a half-made module).
+        with _CLIENTS_LOCK:
+            if name not in self._clients:
+                self._clients[name] = client_for_deployment(self.deployment(name), load_credentials(self.local_path),
+                                                            timeout_s=self.deployment_settings(name).timeout_s)
+            return self._clients[name]
 
     @property
     def settings(self):
