@@ -156,6 +156,12 @@ def main() -> None:
             helm_s = None
             helm_run = Path(os.environ.get("HELM_VENV", "/nonexistent")) / "bin" / "helm-run"
             if helm_run.exists():  # the same suite through HELM 0.5.16, side by side in this run
+                # Offline, HELM's summarization metrics need their QAFactEval cache seeded (as the golden
+                # runs had it) and spaCy's en_core_web_sm installed in HELM_VENV (a spacy.blank("en") stub).
+                cache = root / "helm_output" / "runs" / "bench-helm" / "eval_cache"
+                cache.mkdir(parents=True)
+                shutil.copyfile(shared / "oracle" / "synthetic" / "benchmark_output" / "runs" / "oracle-private" /
+                                "eval_cache" / "qafacteval.pk", cache / "qafacteval.pk")
                 helm_s = timed([str(helm_run), "--conf-paths", "work/conf/bench.conf", "--suite", "bench-helm",
                                 "--max-eval-instances", str(args.instances), "--num-threads", str(LIMIT),
                                 "--output-path", "helm_output", "--local-path", "work/prod_env"])
