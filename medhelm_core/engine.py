@@ -43,7 +43,8 @@ from medhelm_core.costs import record_prices
 from medhelm_core.ratelimit import (CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, TRANSIENT, DeploymentSettings,
                                     backoff_delay, limiter_for)
 from medhelm_core.errors import MedhelmError
-from medhelm_core.store import Store, insert_answers, insert_values, replay_answers
+from medhelm_core.store import (Store, dead_claimants, drop_claims, insert_answers, insert_values,
+                                replay_answers)
 
 
 class Client(Protocol):
@@ -117,13 +118,15 @@ class _Lane:
     """The queue of one deployment within one engine call: fresh jobs, plus jobs waiting out a
     back-off. Its workers end when it runs dry and are started again when jobs arrive."""
 
-    def __init__(self, name: str, stop: threading.Event, max_workers: int, start_worker: Callable[["_Lane"], None]):
+    def __init__(self, name: str, limiter: ratelimit.EndpointLimiter, stop: threading.Event,
+                 start_worker: Callable[["_Lane"], None]):
         self.name = name
+        self.limiter = limiter  # the deployment's process-wide admission (shared with every other call)
         self.ready: deque[_Item] = deque()
         self.delayed: list[tuple[float, int, _Item]] = []
         self.unfinished = 0
         self.workers = 0
-        self.max_workers = max_workers
+        self.max_workers = limiter.max_limit
         self.cond = threading.Condition()
         self.stop = stop
         self.dead: str | None = None  # set by a fatal_endpoint outcome
@@ -173,7 +176,7 @@ class CompletionEngine:
                  progress: Callable[[int, int], None] | None = None,
                  settings_for: Callable[[str], DeploymentSettings] | None = None,
                  tokens_for: Callable[[str], Callable[[str], int]] | None = None,
-                 budget=None, board=None, label: str = "", priority: float = 0.0,
+                 budget=None, board=None, priority: float = 0.0,
                  lease_s: float = 120.0, poll_s: float = 0.25, commit_interval_s: float = 0.5):
         self.store = store
         self.client_for = client_for
@@ -186,7 +189,6 @@ class CompletionEngine:
         self.budget = budget
         self.board = board
         self.priority = priority  # lower first, when its requests wait for a deployment's slot
-        self.label = label
         self.lease_s = lease_s
         self.poll_s = poll_s
         self.commit_interval_s = commit_interval_s
@@ -223,6 +225,7 @@ class CompletionEngine:
         conn.execute("DELETE FROM completion_claims WHERE owner = ? AND request_key IN"
                      " (SELECT unnest(?::VARCHAR[]))", [owner, settled])
         conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner = ?", [time.time(), owner])
+
 
 class _Call:
     """One `CompletionEngine.run`: its jobs' lookups and claims, its lanes and workers, its journal
@@ -315,7 +318,7 @@ class _Call:
         if not self.registered:  # alive before it claims anything (other calls of this process check)
             owners.register(self.owner)
             self.registered = True
-        mine, _theirs = self._claim(list(jobs), prices=prices or None)
+        mine = self._claim(list(jobs), prices=prices or None)
         for key, job in jobs.items():
             if key in mine:
                 self._send(job)
@@ -328,7 +331,7 @@ class _Call:
         lane = self.lanes.get(job.deployment)
         if lane is None:
             limiter = limiter_for(job.deployment, self.settings[job.deployment], self.e.num_threads)
-            lane = self.lanes[job.deployment] = _Lane(job.deployment, self.stop, limiter.max_limit, self._start_worker)
+            lane = self.lanes[job.deployment] = _Lane(job.deployment, limiter, self.stop, self._start_worker)
             if self.e.board is not None:
                 self.e.board.lane(job.deployment, limiter)
         if self.e.board is not None:
@@ -337,30 +340,25 @@ class _Call:
         lane.add(_Item(job))
 
     def _start_worker(self, lane: _Lane) -> None:
-        limiter = limiter_for(lane.name, self.settings[lane.name], self.e.num_threads)
         # In a copy of the caller's context: a client may read the run it works for (DSPy's run name).
         t = threading.Thread(target=contextvars.copy_context().run, name=f"medhelm-{lane.name}-{len(lane.threads)}",
-                             daemon=True, args=(self._worker, lane, limiter))
+                             daemon=True, args=(self._worker, lane))
         lane.threads.append(t)
         t.start()
 
-    def _claim(self, keys: list[str], prices: dict | None = None) -> tuple[set[str], set[str]]:
-        """Claim the keys nobody alive is asking; returns (mine, claimed by others). Also records
-        the prices in use (`deployment_prices`), in the same transaction."""
+    def _claim(self, keys: list[str], prices: dict | None = None) -> set[str]:
+        """Claim the keys nobody alive is asking; returns those now mine. Also records the prices
+        in use (`deployment_prices`), in the same transaction."""
         if not keys:
-            return set(), set()
+            return set()
         recovered: list = []
         with self.e.store.transaction() as conn:
             if prices:
                 record_prices(conn, prices)
-            held = conn.execute(
-                "SELECT DISTINCT owner, max(heartbeat) FROM completion_claims"
-                " WHERE request_key IN (SELECT unnest(?::VARCHAR[])) AND owner <> ? GROUP BY owner",
-                [keys, self.owner]).fetchall()
-            dead = [o for o, hb in held if not owners.owner_alive(o, hb or 0.0, self.e.lease_s)]
+            dead = dead_claimants(conn, self.e.lease_s, keys=keys, besides=self.owner)
             if dead:  # take over: first fold in what they journaled, then drop their claims
                 recovered = replay_answers(conn, self.e.store.path, dead=set(dead).__contains__)
-                conn.execute("DELETE FROM completion_claims WHERE owner IN (SELECT unnest(?::VARCHAR[]))", [dead])
+                drop_claims(conn, dead)
             conn.execute(
                 "INSERT OR IGNORE INTO completion_claims (request_key, owner, heartbeat)"
                 " SELECT k, ?, ? FROM (SELECT DISTINCT unnest(?::VARCHAR[]) AS k)"
@@ -371,7 +369,7 @@ class _Call:
         journal.remove(recovered)
         mine = {k for k, o in rows if o == self.owner}
         self.holding |= mine
-        return mine, {k for k, o in rows if o != self.owner}
+        return mine
 
     def _release_claims(self) -> None:
         if not self.holding:
@@ -516,8 +514,8 @@ class _Call:
             r.seconds = self.report.seconds
 
     # -- one worker of a lane ----------------------------------------------------------------
-    def _worker(self, lane: _Lane, limiter: ratelimit.EndpointLimiter) -> None:
-        e, out, budget = self.e, self.out, self.e.budget
+    def _worker(self, lane: _Lane) -> None:
+        e, out, budget, limiter = self.e, self.out, self.e.budget, lane.limiter
         client, settings = self.clients[lane.name], self.settings[lane.name]
         count_tokens = None
         try:

@@ -24,7 +24,6 @@ class _Deployment:
     failed: int = 0
     cost_usd: float = 0.0
     first: float = 0.0
-    peak_in_flight: int = 0
 
 
 class ProgressBoard:
@@ -63,7 +62,6 @@ class ProgressBoard:
                 d = self.deployments[name]
                 in_flight = d.limiter.in_flight if d.limiter is not None else 0
                 limit = d.limiter.current_limit if d.limiter is not None else 0
-                d.peak_in_flight = max(d.peak_in_flight, in_flight)
                 rate = d.done / max(now - d.first, 1e-9)
                 failed = f"  {d.failed} failed" if d.failed else ""
                 out.append(f"{name:<{width}}  {in_flight:>3}/{limit:<3} in flight  {rate:6.1f} req/s  "

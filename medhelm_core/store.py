@@ -188,10 +188,7 @@ class Store:
         holds nothing back, and one whose answer is now stored would otherwise never be settled."""
         with in_transaction(conn):
             done = replay_answers(conn, self.path)
-            held = conn.execute("SELECT owner, max(heartbeat) FROM completion_claims GROUP BY owner").fetchall()
-            dead = [o for o, beat in held if not owners.owner_alive(o, beat or 0.0)]
-            if dead:
-                conn.execute("DELETE FROM completion_claims WHERE owner IN (SELECT unnest(?::VARCHAR[]))", [dead])
+            drop_claims(conn, dead_claimants(conn))
         journal.remove(done)
 
     @contextmanager
@@ -230,6 +227,26 @@ def insert_values(conn: duckdb.DuckDBPyConnection, table: str, columns: list[str
     verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
     conn.execute(f"{verb} INTO {table} ({', '.join(columns)}) VALUES {', '.join([one] * len(rows))}",
                  [v for row in rows for v in row])
+
+
+def dead_claimants(conn: duckdb.DuckDBPyConnection, lease_s: float = 120.0, keys: list[str] | None = None,
+                   besides: str | None = None) -> list[str]:
+    """Owners of claims (on `keys`, when given; other than `besides`) that are dead (see `owners`)."""
+    where, params = [], []
+    if keys is not None:
+        where.append("request_key IN (SELECT unnest(?::VARCHAR[]))")
+        params.append(keys)
+    if besides is not None:
+        where.append("owner <> ?")
+        params.append(besides)
+    held = conn.execute("SELECT owner, max(heartbeat) FROM completion_claims"
+                        + (" WHERE " + " AND ".join(where) if where else "") + " GROUP BY owner", params).fetchall()
+    return [o for o, beat in held if not owners.owner_alive(o, beat or 0.0, lease_s)]
+
+
+def drop_claims(conn: duckdb.DuckDBPyConnection, claimants: list[str]) -> None:
+    if claimants:
+        conn.execute("DELETE FROM completion_claims WHERE owner IN (SELECT unnest(?::VARCHAR[]))", [claimants])
 
 
 def replay_answers(conn: duckdb.DuckDBPyConnection, db_path: str | Path, dead=None) -> list[Path]:

@@ -93,7 +93,7 @@ def run_annotations(ws: Workspace, run: RunRef) -> dict:
     plan = JuryPlan(ws, run)
     states = load_request_states(ws, run, with_annotations=False)
     jobs = [job for st in states for job in plan.judge_jobs(st)]
-    results, report = ws.engine(f"{run.run_name} judges").run(jobs) if jobs else ({}, EngineReport())
+    results, report = ws.engine().run(jobs) if jobs else ({}, EngineReport())
     return write_annotations(ws, plan, states, results, report)
 
 

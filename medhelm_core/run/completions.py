@@ -29,7 +29,7 @@ def run_completions(ws: Workspace, run: RunRef, follow_up_for: Callable[[list[tu
         raise MedhelmError(f"{run.run_name}: no requests built yet")
     jobs = [Job(k, dep, json.loads(state)["request"]) for _, k, dep, state in rows]
     set_current_run_spec_name(run.run_name)  # HELM's runner global (a context variable here), read by DSPy
-    results, report = ws.engine(run.run_name, priority).run(
+    results, report = ws.engine(priority).run(
         jobs, follow_up=follow_up_for(rows) if follow_up_for is not None else None)
     model = report.stage("model")
     if model.budget_stopped:

@@ -7,9 +7,9 @@ whole suite and no deployment idles while work for it exists. Within a run, an i
 calls are sent as soon as its model answer is in (`CompletionEngine.run(..., follow_up=...)`);
 scoring and writing a run's files happen when that run is complete, whatever the others do.
 
-A run whose inputs did not change since it last completed (its run spec, its dataset's key and
-the code's version: `run_fingerprint`) and whose files are on disk is reused without touching its
-rows: that is what makes a rerun with nothing new cost almost nothing per run.
+A run whose inputs did not change since it last completed (its run spec, its dataset's key, its
+deployment and the code: `run_fingerprint`) and whose files are on disk is reused without touching
+its rows: that is what makes a rerun with nothing new cost almost nothing per run.
 
 Run order never changes a number or a file: each run's rows and files depend only on its own
 requests and on the content-addressed answers.
@@ -84,10 +84,9 @@ def code_digest(roots: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
-def run_fingerprint(ws: Workspace, run_spec_json: str, scenario_key: str | None) -> str:
+def run_fingerprint(ws: Workspace, spec: dict, scenario_key: str | None) -> str:
     """What a completed run's rows and files depend on besides the content-addressed answers:
     its run spec, its dataset (spec + data-file bytes), its deployment, and the code."""
-    spec = json.loads(run_spec_json)
     dep = ws.deployment(spec["adapter_spec"]["model_deployment"])
     return stable_hash({"run_spec": spec, "scenario_key": scenario_key, "deployment": dep.model_dump(mode="json"),
                         "code": code_digest(ws.benchmark_paths)})[:24]
@@ -103,10 +102,9 @@ def _current_fingerprints(ws: Workspace, runs: list[RunRef]) -> tuple[dict[RunRe
             [[r.partition_key for r in runs]]).fetchall()
         datasets = dict(conn.execute("SELECT partition_key, scenario_key FROM scenario_specs").fetchall())
     now, stored = {}, {}
-    for suite, name, spec, fp in rows:
-        run = RunRef(suite, name)
-        partition = scenario_partition_key(json.loads(spec)["scenario_spec"])
-        now[run] = run_fingerprint(ws, spec, datasets.get(partition))
+    for suite, name, spec_json, fp in rows:
+        run, spec = RunRef(suite, name), json.loads(spec_json)
+        now[run] = run_fingerprint(ws, spec, datasets.get(scenario_partition_key(spec["scenario_spec"])))
         if fp is not None:
             stored[run] = fp
     return now, stored
@@ -210,9 +208,9 @@ def _completions_and_jury(ws: Workspace, run: RunRef, out: RunOutcome, with_jury
         out.stages.append("annotations")
 
 
-def default_parallel_runs(ws: Workspace, runs: list[RunRef]) -> int:
+def default_parallel_runs(facts: dict[RunRef, tuple[str, bool]]) -> int:
     """Enough runs at once for every deployment to have two runs' work queued."""
-    return max(4, min(64, 2 * len({dep for dep, _ in _run_facts(ws, runs).values()})))
+    return max(4, min(64, 2 * len({dep for dep, _ in facts.values()})))
 
 
 def _run_facts(ws: Workspace, runs: list[RunRef]) -> dict[RunRef, tuple[str, bool]]:
@@ -225,10 +223,9 @@ def _run_facts(ws: Workspace, runs: list[RunRef]) -> dict[RunRef, tuple[str, boo
     return {RunRef(s, n): (d or "", bool(a)) for s, n, d, a in rows}
 
 
-def schedule(ws: Workspace, runs: list[RunRef]) -> list[RunRef]:
+def schedule(runs: list[RunRef], facts: dict[RunRef, tuple[str, bool]]) -> list[RunRef]:
     """The order runs start in: runs with a jury first (their judges are the longest chain), and
     within each group the deployments taken in turn, so every deployment gets work at once."""
-    facts = _run_facts(ws, runs)
     ordered = []
     for jury_first in (True, False):
         by_dep: dict[str, list[RunRef]] = {}
@@ -255,8 +252,9 @@ def run_suite(ws: Workspace, runs: list[RunRef], stages: Iterable[str] = STAGES,
     todo = [r for r in runs if r not in fresh]
     if not todo:
         return
-    order = schedule(ws, todo)
-    parallel = parallel or ws.controls.parallel_runs or default_parallel_runs(ws, todo)
+    facts = _run_facts(ws, todo)
+    order = schedule(todo, facts)
+    parallel = parallel or ws.controls.parallel_runs or default_parallel_runs(facts)
     with ws.store.held(), ThreadPoolExecutor(max_workers=min(parallel, len(order)),
                                              thread_name_prefix="medhelm-run") as pool:
         # Each run in a copy of this context: the data-scope root and the current run name are context variables.

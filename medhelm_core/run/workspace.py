@@ -114,11 +114,10 @@ class Workspace:
         local = self.local_path / "model_metadata.yaml"
         return [DEFAULT_MODEL_METADATA_PATH] + ([local] if local.exists() else [])
 
-    def engine(self, label: str = "", priority: float = 0.0) -> CompletionEngine:
+    def engine(self, priority: float = 0.0) -> CompletionEngine:
         return CompletionEngine(self.store, self.client, num_threads=self.num_threads, progress=self.progress,
                                 settings_for=self.deployment_settings, tokens_for=self.token_counter,
-                                budget=self.controls.budget, board=self.controls.board,
-                                label=label, priority=priority)
+                                budget=self.controls.budget, board=self.controls.board, priority=priority)
 
 
 def in_data_scope(layer: Callable) -> Callable:
