@@ -71,12 +71,12 @@ BUDGET_EXIT = 3  # stopped at --budget: everything paid is stored, rerun to cont
 
 
 def _run(args) -> int:
-    from medhelm_core.run.entries import expand_selection, scenario_partitions
+    from medhelm_core.run.entries import check_one_edition, expand_selection, scenario_partitions
     from medhelm_core.run.preflight import validate_runs
     from medhelm_core.run.workspace import RunRef, Workspace
 
     ws = Workspace(args.output_path, args.local_path, num_threads=args.num_threads,
-                   benchmark_paths=tuple(args.benchmark_path))
+                   benchmark_paths=tuple(args.benchmark_path), edition=args.edition)
     selection = from_arguments(RunSelection, args)
     entries = expand_selection(ws, selection)
     if args.dry_run:
@@ -100,6 +100,8 @@ def _run(args) -> int:
               file=sys.stderr)
         return 0
     validate_runs(ws, entries)
+    if ws.store.path.exists():
+        check_one_edition(ws, args.suite, [spec["name"] for _, spec in entries])
 
     from assets.definitions import defs
     from assets.resources import MedhelmResource
@@ -205,23 +207,26 @@ def summarize_main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore")
     if bool(args.release) != bool(args.suites) or (args.suite and args.release):
         parser.error("use --suite S, or --release R --suites S1 S2 ...")
-    if not args.suite and not args.release:
-        args.suite = "default"
-    if not args.schema_path and not args.auto_generate_schema:
-        from medhelm_core.resources import DEFAULT_SCHEMA_PATH
-
-        args.schema_path = str(DEFAULT_SCHEMA_PATH)
     try:
+        if not args.suite and not args.release:
+            from medhelm_core.editions import load_edition
+
+            edition = load_edition(args.edition)
+            if edition.summarize_default_suite is None:
+                parser.error(f"--suite or --release is required (as {edition.upstream}'s helm-summarize requires)")
+            args.suite = edition.summarize_default_suite
         return _summarize(args)
     except MedhelmError as e:
         print(f"medhelm-summarize: error: {e}", file=sys.stderr)
         return 2
 
 
-def _check_suites_exist(output_path: str, suites: list[str]) -> None:
-    """Stop before anything is written when a suite has no runs (HELM would write an empty leaderboard)."""
+def _check_suites_exist(output_path: str, suites: list[str]) -> dict[str, str]:
+    """Stop before anything is written when a suite has no runs (HELM would write an empty
+    leaderboard). Returns the edition of each suite's runs."""
     import duckdb
 
+    from medhelm_core.editions import DEFAULT_EDITION
     from medhelm_core.store import Store
 
     store = Store.in_output_path(output_path)
@@ -229,19 +234,37 @@ def _check_suites_exist(output_path: str, suites: list[str]) -> None:
         raise MedhelmError(f"no runs in {output_path}: {store.path} does not exist (run medhelm-run first)")
     try:
         with store.connect(read_only=True) as conn:  # waits for a running writer, as the summarize would
-            known = [r[0] for r in conn.execute("SELECT DISTINCT suite FROM runs ORDER BY suite").fetchall()]
+            rows = conn.execute("SELECT suite, list(DISTINCT coalesce(edition, ?) ORDER BY 1) FROM runs"
+                                " GROUP BY suite ORDER BY suite", [DEFAULT_EDITION]).fetchall()
     except duckdb.CatalogException:
-        known = []  # no `runs` table: nothing was ever run into this file
+        rows = []  # no `runs` table: nothing was ever run into this file
+    known = dict(rows)
     missing = [s for s in suites if s not in known]
     if missing:
         there = ", ".join(known) if known else "none"
         raise MedhelmError(f"suite {missing[0]!r} has no runs in {store.path} (suites there: {there})")
+    return {s: ", ".join(known[s]) for s in suites}
+
+
+def summarize_edition(asked: str | None, editions: dict[str, str]):
+    """The edition whose summarize defaults apply: the one the suites were run under (one for all)."""
+    from medhelm_core.editions import load_edition
+
+    found = sorted(set(editions.values()))
+    if len(found) > 1 or any("," in e for e in found):
+        raise MedhelmError("the suites were run under different editions (" +
+                           "; ".join(f"{s}: {e}" for s, e in editions.items()) + "): summarize them apart")
+    if asked is not None and found and asked != found[0]:
+        raise MedhelmError(f"--edition {asked}, but the runs of {', '.join(editions)} were made under {found[0]}")
+    return load_edition(asked or (found[0] if found else None))
 
 
 def _summarize(args) -> int:
     import dagster as dg
 
-    _check_suites_exist(args.output_path, args.suites or [args.suite])
+    edition = summarize_edition(args.edition, _check_suites_exist(args.output_path, args.suites or [args.suite]))
+    if not args.schema_path and not args.auto_generate_schema:
+        args.schema_path = str(edition.schema_path)
 
     from assets.leaderboard import SUMMARY_ASSETS
     from assets.resources import MedhelmResource
@@ -249,7 +272,8 @@ def _summarize(args) -> int:
     instance = dagster_instance(args.output_path)
     resources = {"medhelm": MedhelmResource(output_path=str(args.output_path), local_path=str(args.local_path))}
     config = {"suite": args.suite, "suites": args.suites, "release": args.release,
-              "schema_path": args.schema_path, "auto_generate_schema": args.auto_generate_schema}
+              "schema_path": args.schema_path, "auto_generate_schema": args.auto_generate_schema,
+              "edition": edition.name}
     try:
         dg.materialize(SUMMARY_ASSETS, instance=instance, resources=resources,
                        run_config={"ops": {"summarize_target": {"config": config}}, **QUIET})

@@ -12,6 +12,7 @@ from assets.errors import user_errors
 from assets.resources import MedhelmResource
 from medhelm_core.selections import SummarizeSelection
 from medhelm_core.server.report import leaderboard_metadata
+from medhelm_core.editions import load_edition
 from medhelm_core.summarize.kept import keep_current_target
 from medhelm_core.summarize.summarize import prepare_summarize
 from medhelm_core.summarize.sql_models import (SQL_DIR, ModelDoc, data_test_sql, load_model_docs, load_sql_models,
@@ -32,8 +33,11 @@ class SummarizeConfig(dg.Config, SummarizeSelection):
 @user_errors
 def summarize_target(config: SummarizeConfig, medhelm: MedhelmResource) -> dg.MaterializeResult:
     ws = medhelm.workspace()
+    schema_path = config.schema_path
+    if schema_path is None and not config.auto_generate_schema:  # the edition's packaged schema
+        schema_path = str(load_edition(config.edition).schema_path)
     with ws.store.transaction() as conn:
-        target = prepare_summarize(conn, schema_path=config.schema_path, suite=config.suite, suites=config.suites,
+        target = prepare_summarize(conn, schema_path=schema_path, suite=config.suite, suites=config.suites,
                                    release=config.release, auto_generate_schema=config.auto_generate_schema,
                                    model_metadata_paths=ws.model_metadata_paths())
         runs = conn.execute("SELECT count(*) FROM runs r JOIN summarize_target t USING (suite)").fetchone()[0]

@@ -29,7 +29,7 @@ class RunEntriesConfig(dg.Config, RunSelection):
 @user_errors
 def run_entries(context: dg.AssetExecutionContext, config: RunEntriesConfig,
                 medhelm: MedhelmResource) -> dg.MaterializeResult:
-    ws = medhelm.workspace()
+    ws = medhelm.workspace().for_edition(config.edition)
     entries = entry_layer.expand_selection(ws, config)
     runs = entry_layer.register_runs(ws, config.suite, entries)
     keys = [r.partition_key for r in runs]

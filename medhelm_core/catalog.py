@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
+from medhelm_core.editions import DEFAULT_EDITION, known_editions, load_edition
 from medhelm_core.errors import MedhelmError
 from medhelm_core.jury import metric as jury_metric
 from medhelm_core.jury.judges import fixed_jury
@@ -49,8 +50,6 @@ from medhelm_core.resources import BENCHMARKS_DIR
 from medhelm_core.scenarios._common import first_line, scenario_json
 from medhelm_core.yamlio import safe_load
 
-HELM_0_5_16 = "helm-0.5.16"
-DEFAULT_EDITION = HELM_0_5_16
 BUILTIN_ROOT = BENCHMARKS_DIR
 TIERS = ("public", "gated", "private")
 BENCHMARK_FILE = "benchmark.yaml"
@@ -93,12 +92,16 @@ class Benchmark:
     raw: dict[str, Any] = field(repr=False)
     _modules: dict[str, ModuleType | None] = field(default_factory=dict, repr=False)
 
+    @property
+    def overlay(self) -> dict[str, Any] | None:
+        """What this edition changes in benchmark.yaml (None: nothing)."""
+        return (self.raw.get("editions") or {}).get(self.edition)
+
     @functools.cached_property
     def text(self) -> dict[str, Any]:
         """benchmark.yaml with this edition's overlay applied (treat as read-only)."""
         base = {k: v for k, v in self.raw.items() if k != "editions"}
-        overlay = (self.raw.get("editions") or {}).get(self.edition)
-        return deep_merge(base, overlay) if overlay else base
+        return deep_merge(base, self.overlay) if self.overlay else base
 
     @property
     def yaml_path(self) -> Path:
@@ -205,7 +208,8 @@ class Benchmark:
             return [str(p) for p in files(self, args)]
 
         return ScenarioDef(class_name=self.scenario_class, tier=self.tier, load=checked_load, metadata=metadata,
-                           data_files=checked_files, helm_metadata=helm_metadata)
+                           data_files=checked_files, helm_metadata=helm_metadata,
+                           edition_overlay=self.overlay)
 
     def annotator(self) -> Callable[[dict[str, Any]], JuryDef | LocalAnnotatorDef] | None:
         """The annotator factory (called with the AnnotatorSpec's args), or None without one."""
@@ -269,7 +273,9 @@ class Catalog:
     """The benchmarks of some roots, read for one edition, indexed by what the pipeline looks up."""
 
     def __init__(self, roots: Iterable[str | Path] = (BUILTIN_ROOT,), edition: str = DEFAULT_EDITION):
+        load_edition(edition)  # an unknown edition stops here, with the known ones named
         self.edition = edition
+        known = set(known_editions())
         self.benchmarks: dict[str, Benchmark] = {}
         self._built: dict[str, ScenarioDef | None] = {}
         for root in roots:
@@ -281,6 +287,11 @@ class Catalog:
                 tier = tier or raw.get("tier", "private")
                 if tier not in TIERS:
                     raise MedhelmError(f"{folder / BENCHMARK_FILE}: tier must be one of {', '.join(TIERS)}, got {tier!r}")
+                editions = raw.get("editions") or {}
+                unknown = sorted(set(editions) - known) if isinstance(editions, dict) else ["(not a mapping)"]
+                if unknown:
+                    raise MedhelmError(f"{folder / BENCHMARK_FILE}: editions: unknown edition {unknown[0]!r} "
+                                       f"(known: {', '.join(sorted(known))})")
                 name = folder.name
                 if name in self.benchmarks:
                     raise MedhelmError(f"benchmark {name} is defined twice: {self.benchmarks[name].folder} and {folder}")

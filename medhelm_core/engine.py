@@ -81,6 +81,17 @@ class EngineReport:
     def stage(self, name: str) -> "EngineReport":
         return self.stages.setdefault(name, EngineReport())
 
+    def absorb(self, other: "EngineReport") -> None:
+        """Add another call's counts to this report (a stage asked in two calls)."""
+        for name in ("reused", "new", "failed", "skipped", "retries", "content_filtered", "waited", "seconds",
+                     "cost_usd", "prompt_tokens", "completion_tokens"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.errors.update(other.errors)
+        for kind, n in other.attempts_by_kind.items():
+            self.attempts_by_kind[kind] = self.attempts_by_kind.get(kind, 0) + n
+        self.concurrency.update(other.concurrency)
+        self.budget_stopped = self.budget_stopped or other.budget_stopped
+
     @property
     def total(self) -> int:
         return self.reused + self.new + self.failed + self.skipped
@@ -589,7 +600,7 @@ def _completion_row(job: Job, att: Attempt, attempts: int, cost: float | None) -
     return [job.key, job.deployment, job.request["model"], json.dumps(job.request, ensure_ascii=False),
             json.dumps(att.result, ensure_ascii=False), bool(att.result["success"]), attempts,
             att.prompt_tokens, att.completion_tokens, json.dumps(att.usage) if att.usage is not None else None,
-            cost, att.kind]
+            cost, att.kind, json.dumps(att.untruncated, ensure_ascii=False) if att.untruncated else None]
 
 
 def _attempt(client, request: dict) -> Attempt:

@@ -34,6 +34,9 @@ class ScenarioDef:
     metadata: Callable[[dict[str, Any]], dict[str, Any]]
     data_files: Callable[[dict[str, Any]], list[str]]
     helm_metadata: Callable[[dict[str, Any]], dict[str, Any]]
+    # The edition's overlay of the benchmark, when it has one (it may change the instances): part
+    # of the dataset's key, so editions that read a benchmark alike share its dataset.
+    edition_overlay: Any = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ from typing import Any, Mapping, Optional
 
 from pydantic import BaseModel, Field
 
+from medhelm_core.editions import DEFAULT_EDITION
+
 
 class RunSelection(BaseModel):
     """helm-run's selection: which confs, which suite, how many instances."""
@@ -27,6 +29,8 @@ class RunSelection(BaseModel):
     num_train_trials: int = Field(default=1, description="train trials (HELM's --num-train-trials)")
     priority: Optional[int] = Field(default=None, description="run entries with priority <= this")
     models_to_run: Optional[list[str]] = Field(default=None, description="only these models")
+    edition: str = Field(default=DEFAULT_EDITION, description="the upstream edition to reproduce: helm-0.5.16 "
+                         "(crfm-helm, the published leaderboards) or medhelm-0.8.0 (`pip install medhelm` today)")
 
 
 class SummarizeSelection(BaseModel):
@@ -37,6 +41,8 @@ class SummarizeSelection(BaseModel):
     release: Optional[str] = Field(default=None, description="summarize these suites as one release")
     schema_path: Optional[str] = Field(default=None, description="the presentation schema (schema_*.yaml)")
     auto_generate_schema: bool = Field(default=True, description="generate the schema from the runs' metadata")
+    edition: Optional[str] = Field(default=None, description="the edition whose summarize defaults apply "
+                                   "(default: the one the suites were run under)")
 
 
 # Where MedHELM's published results are (Stanford CRFM's public bucket).

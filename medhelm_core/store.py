@@ -32,7 +32,7 @@ DDL_FILES = ("pipeline", "pipeline_migrations", "summarize_inputs", "costs")
 
 # The columns of a `completions` row, in the order the engine and its answer journal write them.
 COMPLETION_COLUMNS = ["request_key", "model_deployment", "model", "request", "result", "success", "attempts",
-                      "prompt_tokens", "completion_tokens", "usage", "cost_usd", "outcome"]
+                      "prompt_tokens", "completion_tokens", "usage", "cost_usd", "outcome", "untruncated"]
 
 
 def request_key(deployment: str, request: dict) -> str:

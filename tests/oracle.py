@@ -1,4 +1,5 @@
-"""Paths to the golden HELM 0.5.16 output in ../shared/oracle (read-only)."""
+"""Paths to the golden upstream output in ../shared/oracle (read-only): HELM 0.5.16's, and medhelm 0.8.0's
+on the same inputs."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,9 @@ from pathlib import Path
 SHARED = Path(os.environ.get("MEDHELM_SHARED") or Path(__file__).resolve().parents[2] / "shared")
 SYNTHETIC = SHARED / "oracle" / "synthetic"
 PUBLIC = SHARED / "oracle" / "public"
+MEDHELM_080 = SHARED / "oracle" / "medhelm-0.8.0"
+SYNTHETIC_080 = MEDHELM_080 / "synthetic"
+PUBLIC_080 = MEDHELM_080 / "public"
 MOCK_SERVER = SHARED / "tools" / "mock_openai_server.py"
 
 

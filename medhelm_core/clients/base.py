@@ -1,5 +1,6 @@
 """What every model client shares: the classified `Attempt`, `RequestFailed`, the retry policy of
-direct callers, and the plug-in point.
+direct callers, HELM's `truncate_sequence` (and the completion tokenization some editions add), and
+the plug-in point.
 
 A client is built by a factory `(deployment, credentials, max_concurrency=None, timeout_s=600.0)`
 marked with `@model_api(<HELM client class_name>, ...)` in a module of `medhelm_core.clients` (or of
@@ -42,6 +43,55 @@ class RetryPolicy:
         return backoff * (0.5 + random.random() / 2)  # jitter
 
 
+def truncate_sequence(completion: dict, request: dict) -> dict:
+    """HELM's `truncate_sequence`: cut at stop sequences and to max_tokens tokens.
+
+    Quirk kept: for every stop sequence the completion is rebuilt without its finish_reason.
+    """
+    if request.get("echo_prompt"):
+        return completion
+    for stop in request.get("stop_sequences") or []:
+        text = completion["text"]
+        idx = text.find(stop)
+        new_text = text[:idx] if idx >= 0 else text
+        new_tokens = []
+        for token in completion.get("tokens", []):
+            if token["text"].startswith(stop):
+                break
+            new_tokens.append(token)
+        completion = {"text": new_text, "logprob": sum(t["logprob"] for t in new_tokens), "tokens": new_tokens}
+    tokens = completion.get("tokens", [])
+    if len(tokens) > request["max_tokens"]:
+        kept = tokens[: request["max_tokens"]]
+        completion = {"text": "".join(t["text"] for t in kept), "logprob": sum(t["logprob"] for t in kept),
+                      "tokens": kept}
+    return completion
+
+
+def tokenized_result(result: dict, request: dict, tokenize: Callable[[str], list[str]],
+                     untruncated: list | None = None) -> dict:
+    """A chat result as HELM v0.5.13's OpenAIClient (medhelm 0.8.0) makes it: each completion's
+    text, as the API returned it, tokenized with the deployment's tokenizer (logprob 0 per token),
+    then `truncate_sequence` (so a completion longer than max_tokens tokens is cut).
+
+    `result` is the stored answer (0.5.16's: no tokens, already cut at stop sequences);
+    `untruncated` the texts before that cut (None where nothing was cut)."""
+    if not result.get("success") or not result.get("completions"):
+        return result
+    completions = []
+    for i, c in enumerate(result["completions"]):
+        original = untruncated[i] if untruncated and i < len(untruncated) and untruncated[i] is not None else None
+        full: dict = {"text": original if original is not None else c["text"], "logprob": 0}
+        full["tokens"] = [{"text": t, "logprob": 0} for t in tokenize(full["text"])]
+        # What the stored completion kept besides its text is what the API returned (kept by HELM
+        # only when no stop sequence was asked for; then nothing was cut before).
+        for key in ("finish_reason", "thinking"):
+            if key in c:
+                full[key] = c[key]
+        completions.append(truncate_sequence(full, request))
+    return {**result, "completions": completions}
+
+
 def headers_of(obj) -> dict[str, str]:
     headers = getattr(getattr(obj, "response", obj), "headers", None)
     if not headers:
@@ -66,6 +116,8 @@ class Attempt:
     retry_after_s: float | None = None
     headers: dict[str, str] = field(default_factory=dict)  # rate-limit headers only
     usage: dict | None = None
+    # Completion texts before truncate_sequence cut them (None where it did not; see tokenized_result).
+    untruncated: list | None = None
 
     @property
     def prompt_tokens(self) -> int | None:

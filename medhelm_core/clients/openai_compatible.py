@@ -21,7 +21,8 @@ from typing import Any, Callable
 import httpx
 import openai
 
-from medhelm_core.clients.base import Attempt, RequestFailed, RetryPolicy, headers_of, model_api, redact
+from medhelm_core.clients.base import (Attempt, RequestFailed, RetryPolicy, headers_of, model_api, redact,
+                                       truncate_sequence)
 from medhelm_core.conf.deployments import resolve_api_key, resolve_base_url
 from medhelm_core.ratelimit import (CONNECTION, CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, RATE_LIMITED, SERVER_ERROR,
                                     TIMEOUT, TRANSIENT, rate_limit_headers, retry_after_seconds)
@@ -63,31 +64,6 @@ def remove_deepseek_r1_thinking(text: str) -> str:
 OUTPUT_PROCESSORS: dict[str, Callable[[str], str]] = {
     "helm.benchmark.metrics.output_processors.remove_deepseek_r1_thinking": remove_deepseek_r1_thinking,
 }
-
-
-def truncate_sequence(completion: dict, request: dict) -> dict:
-    """HELM's `truncate_sequence`: cut at stop sequences and to max_tokens tokens.
-
-    Quirk kept: for every stop sequence the completion is rebuilt without its finish_reason.
-    """
-    if request.get("echo_prompt"):
-        return completion
-    for stop in request.get("stop_sequences") or []:
-        text = completion["text"]
-        idx = text.find(stop)
-        new_text = text[:idx] if idx >= 0 else text
-        new_tokens = []
-        for token in completion.get("tokens", []):
-            if token["text"].startswith(stop):
-                break
-            new_tokens.append(token)
-        completion = {"text": new_text, "logprob": sum(t["logprob"] for t in new_tokens), "tokens": new_tokens}
-    tokens = completion.get("tokens", [])
-    if len(tokens) > request["max_tokens"]:
-        kept = tokens[: request["max_tokens"]]
-        completion = {"text": "".join(t["text"] for t in kept), "logprob": sum(t["logprob"] for t in kept),
-                      "tokens": kept}
-    return completion
 
 
 class OpenAICompatibleClient:
@@ -166,7 +142,7 @@ class OpenAICompatibleClient:
             if choice.get("finish_reason") == "content_filter":
                 return Attempt(CONTENT_FILTER, result=_non_fatal("Content blocked by OpenAI filter", 1),
                                message="Content blocked by OpenAI filter", status=200, headers=headers, usage=usage)
-        completions = []
+        completions, untruncated = [], []
         for choice in body.get("choices") or []:
             message = choice.get("message") or {}
             content = message.get("content") or ""
@@ -179,9 +155,11 @@ class OpenAICompatibleClient:
             if reasoning is not None:
                 completion["thinking"] = {"text": reasoning}
             completions.append(truncate_sequence(completion, request))
+            untruncated.append(text if completions[-1]["text"] != text else None)
         result = {"success": True, "embedding": [], "completions": completions, "cached": False,
                   "request_time": elapsed, "request_datetime": int(start)}
-        return Attempt(OK, result=result, status=200, headers=headers, usage=usage)
+        return Attempt(OK, result=result, status=200, headers=headers, usage=usage,
+                       untruncated=untruncated if any(t is not None for t in untruncated) else None)
 
     def _post(self, raw: dict[str, Any]):
         """POST /chat/completions through the SDK's client (auth, base URL, headers, timeouts and its

@@ -165,7 +165,7 @@ def rebuild_target(conn: duckdb.DuckDBPyConnection, target: str, output_dir: Opt
         conn.execute(f"USE {scratch}")
         ensure_input_tables(conn)
         suites_sql = "(SELECT unnest(?::VARCHAR[]))"
-        conn.execute(f'INSERT INTO runs SELECT * FROM "{main_db}".main.runs WHERE suite IN {suites_sql}',
+        conn.execute(f'INSERT INTO runs BY NAME SELECT * FROM "{main_db}".main.runs WHERE suite IN {suites_sql}',
                      [list(local_suites)])
         conn.execute(f'INSERT INTO run_stats SELECT * FROM "{main_db}".main.run_stats WHERE suite IN {suites_sql}',
                      [list(local_suites)])

@@ -14,9 +14,9 @@ from medhelm_core.run.workspace import RunRef, Workspace, in_data_scope
 from medhelm_core.store import insert_rows, request_key
 
 
-def request_state(state_json: str, result: dict | None, annotations: dict | None = None) -> dict:
+def request_state(state_json: str | dict, result: dict | None, annotations: dict | None = None) -> dict:
     """A stored request state with its result (and annotations), keys in HELM's order."""
-    st = json.loads(state_json)
+    st = json.loads(state_json) if isinstance(state_json, str) else state_json
     ordered = {k: st[k] for k in ("instance", "train_trial_index", "output_mapping", "request") if k in st}
     ordered["result"] = result
     for k in ("num_train_instances", "prompt_truncated", "num_conditioning_tokens"):
@@ -27,10 +27,13 @@ def request_state(state_json: str, result: dict | None, annotations: dict | None
 
 
 def load_request_states(ws: Workspace, run: RunRef, with_annotations: bool = True) -> list[dict]:
-    """The run's request states with results (and annotations), in HELM's order."""
+    """The run's request states with results (and annotations), in HELM's order; each answer read
+    as the run's edition reads it (`Workspace.completion_view`)."""
     with ws.store.connect() as conn:
+        entry = conn.execute("SELECT edition, deployment FROM run_entries WHERE suite = ? AND run_name = ?",
+                             [run.suite, run.run_name]).fetchone()
         rows = conn.execute(
-            "SELECT r.position, r.request_state, c.result FROM requests r"
+            "SELECT r.position, r.request_state, c.result, r.model_deployment, c.untruncated FROM requests r"
             " LEFT JOIN completions c ON c.request_key = r.request_key"
             " WHERE r.suite = ? AND r.run_name = ? ORDER BY r.position", [run.suite, run.run_name]).fetchall()
         ann = {}
@@ -39,11 +42,19 @@ def load_request_states(ws: Workspace, run: RunRef, with_annotations: bool = Tru
                     "SELECT position, annotator, annotation FROM annotations WHERE suite = ? AND run_name = ?"
                     " ORDER BY position, annotator", [run.suite, run.run_name]).fetchall():
                 ann.setdefault(pos, {})[annotator] = json.loads(annotation)
+    edition, recorded = entry if entry is not None else (None, None)
+    run_ws, views = ws.for_edition(edition), {}
     states = []
-    for pos, state, result in rows:
+    for pos, state, result, deployment, untruncated in rows:
         if result is None:
             raise MedhelmError(f"{run.run_name}: request {pos} has no completion yet; materialize completions first")
-        states.append(request_state(state, json.loads(result), ann.get(pos)))
+        st, result = json.loads(state), json.loads(result)
+        if deployment not in views:
+            views[deployment] = run_ws.completion_view(deployment, json.loads(recorded) if recorded else None)
+        view = views[deployment]
+        if view is not None:  # the edition reads the answer as its client would have made it
+            result = view(result, st["request"], json.loads(untruncated) if untruncated else None)
+        states.append(request_state(st, result, ann.get(pos)))
     return states
 
 
@@ -52,7 +63,7 @@ class JuryPlan:
     and the local annotators, and the judge jobs of each request state."""
 
     def __init__(self, ws: Workspace, run: RunRef):
-        self.run = run
+        self.run, self.ws = run, ws
         self.juries, self.local_annotators = [], []
         for aspec in load_run_spec(ws, run).get("annotators") or []:
             defn = ws.catalog.annotator(aspec, run.run_name)
@@ -70,6 +81,11 @@ class JuryPlan:
         def follow_up(job: Job, result: dict) -> list[Job]:
             if job.stage != "model":
                 return []
+            view = self.ws.completion_view(job.deployment)
+            if view is not None:
+                if job.request.get("stop_sequences"):
+                    return []  # its text before the stop cut is in the store: judged after the completions
+                result = view(result, job.request)
             return [j for state in states_by_key.get(job.key, ())
                     for j in self.judge_jobs(request_state(state, result))]
 
@@ -118,6 +134,9 @@ def write_annotations(ws: Workspace, plan: JuryPlan, states: list[dict], results
                     key = request_key(info["model_deployment"], jury.judge_request(info, prompt))
                     keyed[judge] = key
                     result = results.get(key)
+                    view = ws.completion_view(info["model_deployment"])
+                    if result is not None and view is not None:
+                        result = view(result, jury.judge_request(info, prompt))
                     if result is None or not result.get("success"):
                         err = report.errors.get(key) or (result or {}).get("error") or "request failed"
                         verdicts.append(jury.Verdict(judge, jury.REQUEST_FAILED, error=err))

@@ -55,7 +55,10 @@ def scenario_key(scenario_spec: dict, catalog: Catalog) -> tuple[str, str]:
     defn = catalog.scenario(scenario_spec["class_name"])
     files = existing_data_files(defn, scenario_spec["args"], scenario_partition_key(scenario_spec))
     content = stable_hash([(f, _file_digest(f)) for f in files])
-    return stable_hash({"scenario_spec": scenario_spec, "content": content})[:24], content
+    keyed = {"scenario_spec": scenario_spec, "content": content}
+    if defn.edition_overlay is not None:
+        keyed["edition_overlay"] = defn.edition_overlay
+    return stable_hash(keyed)[:24], content
 
 
 @in_data_scope
@@ -63,11 +66,11 @@ def build_dataset(ws: Workspace, partition_key: str) -> dict:
     """Instances of one scenario spec (ids assigned as HELM does). Skipped when the same spec and
     the same data-file bytes were already built."""
     with ws.store.connect() as conn:
-        row = conn.execute("SELECT scenario_spec FROM scenario_specs WHERE partition_key = ?",
+        row = conn.execute("SELECT scenario_spec, edition FROM scenario_specs WHERE partition_key = ?",
                            [partition_key]).fetchone()
     if row is None:
         raise MedhelmError(f"dataset {partition_key!r} is not used by any registered run entry")
-    sspec = json.loads(row[0])
+    sspec, ws = json.loads(row[0]), ws.for_edition(row[1])
     key, content = scenario_key(sspec, ws.catalog)
     defn = ws.catalog.scenario(sspec["class_name"])
     with ws.store.connect() as conn:
@@ -98,13 +101,13 @@ def build_dataset(ws: Workspace, partition_key: str) -> dict:
 def is_current(ws: Workspace, partition_key: str) -> bool:
     """The dataset was built from the spec and the data-file bytes it has now (nothing to rebuild)."""
     with ws.store.connect() as conn:
-        row = conn.execute("SELECT s.scenario_spec, s.scenario_key, d.scenario_key IS NOT NULL FROM scenario_specs s"
-                           " LEFT JOIN datasets d ON d.scenario_key = s.scenario_key WHERE s.partition_key = ?",
-                           [partition_key]).fetchone()
+        row = conn.execute("SELECT s.scenario_spec, s.scenario_key, d.scenario_key IS NOT NULL, s.edition"
+                           " FROM scenario_specs s LEFT JOIN datasets d ON d.scenario_key = s.scenario_key"
+                           " WHERE s.partition_key = ?", [partition_key]).fetchone()
     if row is None or not row[2]:
         return False
     try:
-        return scenario_key(json.loads(row[0]), ws.catalog)[0] == row[1]
+        return scenario_key(json.loads(row[0]), ws.for_edition(row[3]).catalog)[0] == row[1]
     except MedhelmError:
         return False  # building it says what is wrong
 

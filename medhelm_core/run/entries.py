@@ -7,6 +7,7 @@ from typing import Any
 
 from medhelm_core.catalog import Catalog
 from medhelm_core.conf.expand import expand_confs
+from medhelm_core.editions import DEFAULT_EDITION
 from medhelm_core.errors import MedhelmError
 from medhelm_core.run.workspace import RunRef, Workspace
 from medhelm_core.selections import RunSelection
@@ -32,38 +33,78 @@ def tier_of(run_spec: dict, catalog: Catalog) -> str:
 TIERS = ("public", "gated", "private")
 
 
-def scenario_partition_key(scenario_spec: dict) -> str:
-    """A readable, stable name for one scenario spec: `<Class>:<arg>=<value>,...` (args sorted)."""
+def scenario_partition_key(scenario_spec: dict, edition: str | None = None) -> str:
+    """A readable, stable name for one scenario spec: `<Class>:<arg>=<value>,...` (args sorted),
+    then `@<edition>` when the edition is not the default (an edition may read other data)."""
     short = scenario_spec["class_name"].rsplit(".", 1)[-1]
     args = scenario_spec.get("args") or {}
-    return short + ":" + ",".join(f"{k}={args[k]}" for k in sorted(args))
+    key = short + ":" + ",".join(f"{k}={args[k]}" for k in sorted(args))
+    return key if edition in (None, DEFAULT_EDITION) else f"{key}@{edition}"
+
+
+def check_one_edition(ws: Workspace, suite: str, run_names: list[str]) -> None:
+    """A suite reproduces one edition: stop, naming the runs, when some of it was made under another."""
+    with ws.store.connect() as conn:
+        other = conn.execute(
+            "SELECT coalesce(edition, ?), list(run_name ORDER BY run_name) FROM run_entries"
+            " WHERE suite = ? AND coalesce(edition, ?) <> ? GROUP BY ALL ORDER BY 1",
+            [DEFAULT_EDITION, suite, DEFAULT_EDITION, ws.edition]).fetchall()
+    if other:
+        edition, names = other[0]
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        raise MedhelmError(f"suite {suite!r} would mix editions: {shown} ran under {edition}, this is "
+                           f"{ws.edition} (use another --suite, or --edition {edition})")
 
 
 def register_runs(ws: Workspace, suite: str, entries: list[tuple[Any, dict]]) -> list[RunRef]:
-    """Record what the suite asks for: (run entry, run spec) pairs from the confs, and the scenario
-    specs (dataset partitions) they need."""
+    """Record what the suite asks for: (run entry, run spec) pairs from the confs, under the
+    workspace's edition, and the scenario specs (dataset partitions) they need."""
+    check_one_edition(ws, suite, [spec["name"] for _, spec in entries])
     rows, scenario_rows = [], {}
     for entry, spec in entries:
         adapter = spec["adapter_spec"]
         tier = tier_of(spec, ws.catalog)
         rows.append((suite, spec["name"], entry.description, entry.priority, entry.location, tier,
-                     adapter.get("model"), adapter.get("model_deployment"), json.dumps(spec, ensure_ascii=False)))
+                     adapter.get("model"), adapter.get("model_deployment"), json.dumps(spec, ensure_ascii=False),
+                     ws.edition, _deployment_json(ws, adapter.get("model_deployment"))))
         sspec = spec["scenario_spec"]
-        scenario_rows[scenario_partition_key(sspec)] = (tier, json.dumps(sspec, ensure_ascii=False))
+        scenario_rows[scenario_partition_key(sspec, ws.edition)] = (tier, json.dumps(sspec, ensure_ascii=False))
     with ws.store.transaction() as conn:
         conn.executemany(
             "INSERT OR REPLACE INTO run_entries (suite, run_name, description, priority, conf_path, tier, model,"
-            " model_deployment, run_spec) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        conn.executemany("INSERT OR REPLACE INTO scenario_specs (partition_key, tier, scenario_spec) VALUES (?, ?, ?)",
-                         [(k, t, sp) for k, (t, sp) in scenario_rows.items()])
+            " model_deployment, run_spec, edition, deployment) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        conn.executemany("INSERT OR REPLACE INTO scenario_specs (partition_key, tier, scenario_spec, edition)"
+                         " VALUES (?, ?, ?, ?)", [(k, t, sp, ws.edition) for k, (t, sp) in scenario_rows.items()])
     return [RunRef(suite, spec["name"]) for _, spec in entries]
 
 
+def _deployment_json(ws: Workspace, name: str | None) -> str | None:
+    try:
+        return json.dumps(ws.deployment(name).model_dump(mode="json")) if name else None
+    except MedhelmError:
+        return None  # validated before any call (run/preflight.py); registering does not need it
+
+
+def editions_of(ws: Workspace, runs: list[RunRef]) -> dict[RunRef, str]:
+    """The edition each registered run was registered under."""
+    with ws.store.connect() as conn:
+        rows = conn.execute(
+            "SELECT suite, run_name, coalesce(edition, ?) FROM run_entries"
+            " WHERE suite || '/' || run_name IN (SELECT unnest(?::VARCHAR[]))",
+            [DEFAULT_EDITION, [r.partition_key for r in runs]]).fetchall()
+    return {RunRef(s, n): e for s, n, e in rows}
+
+
+def run_workspace(ws: Workspace, run: RunRef) -> Workspace:
+    """`ws` under the edition `run` was registered with."""
+    return ws.for_edition(editions_of(ws, [run]).get(run))
+
+
 def scenario_partitions(entries: list[tuple[Any, dict]], catalog: Catalog) -> dict[str, list[str]]:
-    """Dataset partitions per tier for these run specs, in first-use order."""
+    """Dataset partitions per tier for these run specs (under the catalog's edition), in first-use order."""
     out: dict[str, list[str]] = {t: [] for t in TIERS}
     for _, spec in entries:
-        key = scenario_partition_key(spec["scenario_spec"])
+        key = scenario_partition_key(spec["scenario_spec"], catalog.edition)
         tier = tier_of(spec, catalog)
         if key not in out[tier]:
             out[tier].append(key)

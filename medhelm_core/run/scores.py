@@ -58,8 +58,9 @@ def compute_stats(ws: Workspace, run: RunRef) -> dict:
         insert_rows(conn, "run_stats", RUN_STAT_COLUMNS, stat_rows)
         insert_rows(conn, "jury_scores", ["suite", "run_name", "instance_id", "metric", "helm_value",
                                           "corrected_value", "judges_ok", "judges_total"], jury_rows)
-        conn.execute("INSERT INTO runs (suite, run_name, run_spec, scenario_metadata, run_path) VALUES (?, ?, ?, ?, ?)",
-                     [run.suite, run.run_name, json.dumps(spec, ensure_ascii=False), meta[0] if meta else None, path])
+        conn.execute("INSERT INTO runs (suite, run_name, run_spec, scenario_metadata, run_path, edition)"
+                     " VALUES (?, ?, ?, ?, ?, ?)", [run.suite, run.run_name, json.dumps(spec, ensure_ascii=False),
+                                                    meta[0] if meta else None, path, ws.edition])
     return {"per_instance_rows": len(inst_rows), "run_stats": len(stat_rows), "instances": len(per_instance),
             "per_instance_stats": per_instance, "stats": stats, "request_states": states, "run_spec": spec}
 
@@ -90,7 +91,9 @@ def write_files(ws: Workspace, run: RunRef, computed: dict | None = None) -> Pat
     spec = computed["run_spec"]
     defn = ws.catalog.scenario(spec["scenario_spec"]["class_name"])
     directory = run_dir(ws.output_path, run.suite, run.run_name)
-    write_run_files(directory, spec, defn.metadata(spec["scenario_spec"]["args"]), computed["request_states"],
+    scenario = defn.metadata(spec["scenario_spec"]["args"])
+    scenario = {**scenario, "definition_path": ws.switches.definition_path(scenario["definition_path"])}
+    write_run_files(directory, spec, scenario, computed["request_states"],
                     spec.get("annotators"), computed["stats"], computed["per_instance_stats"])  # None: no annotator_specs
     return directory
 

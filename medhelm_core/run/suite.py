@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from medhelm_core.costs import run_cost
+from medhelm_core.editions import DEFAULT_EDITION
 from medhelm_core.engine import EngineReport
 from medhelm_core.helm_files import run_dir
 from medhelm_core.run import annotations as annotation_layer
@@ -35,7 +36,7 @@ from medhelm_core.run import completions as completion_layer
 from medhelm_core.run import datasets as dataset_layer
 from medhelm_core.run import requests as request_layer
 from medhelm_core.run import scores as score_layer
-from medhelm_core.run.entries import scenario_partition_key
+from medhelm_core.run.entries import run_workspace, scenario_partition_key
 from medhelm_core.run.workspace import RunRef, Workspace
 from medhelm_core.store import stable_hash
 
@@ -86,25 +87,26 @@ def code_digest(roots: tuple[str, ...]) -> str:
 
 def run_fingerprint(ws: Workspace, spec: dict, scenario_key: str | None) -> str:
     """What a completed run's rows and files depend on besides the content-addressed answers:
-    its run spec, its dataset (spec + data-file bytes), its deployment, and the code."""
+    its run spec, its dataset (spec + data-file bytes), its deployment, its edition, and the code."""
     dep = ws.deployment(spec["adapter_spec"]["model_deployment"])
     return stable_hash({"run_spec": spec, "scenario_key": scenario_key, "deployment": dep.model_dump(mode="json"),
-                        "code": code_digest(ws.benchmark_paths)})[:24]
+                        "edition": ws.edition, "code": code_digest(ws.benchmark_paths)})[:24]
 
 
 def _current_fingerprints(ws: Workspace, runs: list[RunRef]) -> tuple[dict[RunRef, str], dict[RunRef, str]]:
     """(fingerprint now, fingerprint stored at the run's last completion) for each run."""
     with ws.store.connect() as conn:
         rows = conn.execute(
-            "SELECT e.suite, e.run_name, e.run_spec, f.fingerprint FROM run_entries e"
+            "SELECT e.suite, e.run_name, e.run_spec, f.fingerprint, e.edition FROM run_entries e"
             " LEFT JOIN run_fingerprints f ON f.suite = e.suite AND f.run_name = e.run_name"
             " WHERE e.suite || '/' || e.run_name IN (SELECT unnest(?::VARCHAR[]))",
             [[r.partition_key for r in runs]]).fetchall()
         datasets = dict(conn.execute("SELECT partition_key, scenario_key FROM scenario_specs").fetchall())
     now, stored = {}, {}
-    for suite, name, spec_json, fp in rows:
-        run, spec = RunRef(suite, name), json.loads(spec_json)
-        now[run] = run_fingerprint(ws, spec, datasets.get(scenario_partition_key(spec["scenario_spec"])))
+    for suite, name, spec_json, fp, edition in rows:
+        run, spec, run_ws = RunRef(suite, name), json.loads(spec_json), ws.for_edition(edition)
+        partition = scenario_partition_key(spec["scenario_spec"], run_ws.edition)
+        now[run] = run_fingerprint(run_ws, spec, datasets.get(partition))
         if fp is not None:
             stored[run] = fp
     return now, stored
@@ -125,11 +127,11 @@ def unchanged(ws: Workspace, suite_name: str, entries: list[tuple]) -> bool:
     if not ws.store.path.exists():
         return False
     with ws.store.connect() as conn:
-        stored = dict(conn.execute("SELECT run_name, run_spec FROM run_entries WHERE suite = ?",
-                                   [suite_name]).fetchall())
+        stored = dict(conn.execute("SELECT run_name, run_spec FROM run_entries WHERE suite = ?"
+                                   " AND coalesce(edition, ?) = ?", [suite_name, DEFAULT_EDITION, ws.edition]).fetchall())
     if any(spec["name"] not in stored or json.loads(stored[spec["name"]]) != spec for _, spec in entries):
         return False
-    partitions = {scenario_partition_key(spec["scenario_spec"]) for _, spec in entries}
+    partitions = {scenario_partition_key(spec["scenario_spec"], ws.edition) for _, spec in entries}
     if not all(dataset_layer.is_current(ws, key) for key in partitions):
         return False
     runs = [RunRef(suite_name, spec["name"]) for _, spec in entries]
@@ -159,6 +161,7 @@ def run_one(ws: Workspace, run: RunRef, stages: Iterable[str] = STAGES, priority
         out.started = False
         return out
     try:
+        ws = run_workspace(ws, run)  # the edition the run was registered under
         if stages == list(STAGES):
             _forget_fingerprint(ws, run)  # a run stopped half-way is never taken as up to date
         if "requests" in stages:
@@ -204,6 +207,12 @@ def _completions_and_jury(ws: Workspace, run: RunRef, out: RunOutcome, with_jury
     out.stages.append("completions")
     if plan is not None:
         states = annotation_layer.load_request_states(ws, run, with_annotations=False)
+        # Judge calls the follow-ups could not start (a text the edition cuts itself): asked now.
+        missing = [j for st in states for j in plan.judge_jobs(st) if j.key not in results]
+        if missing:
+            more, extra = ws.engine(priority).run(missing)
+            results = {**results, **more}
+            out.judge.absorb(extra)
         out.info["annotations"] = annotation_layer.write_annotations(ws, plan, states, results, out.judge)
         out.stages.append("annotations")
 

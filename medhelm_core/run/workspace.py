@@ -2,6 +2,7 @@
 deployments and clients, its benchmark catalog; and `RunRef`, one run (suite + HELM run name)."""
 from __future__ import annotations
 
+import copy
 import functools
 import threading
 from dataclasses import dataclass, field
@@ -11,7 +12,9 @@ from typing import Any, Callable
 from medhelm_core import data_sources
 from medhelm_core.catalog import Catalog, load_catalog
 from medhelm_core.clients import client_for_deployment
+from medhelm_core.clients.base import tokenized_result
 from medhelm_core.conf.deployments import load_credentials, load_model_registry
+from medhelm_core.editions import DEFAULT_EDITION, Edition, load_edition
 from medhelm_core.engine import CompletionEngine, RunControls
 from medhelm_core.errors import MedhelmError
 from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH
@@ -52,6 +55,8 @@ class Workspace:
     benchmark_paths: tuple[str, ...] = ()
     # The invocation's budget and progress display (shared by every engine this workspace starts).
     controls: RunControls = field(default_factory=RunControls)
+    # The upstream edition this workspace's runs reproduce (`medhelm_core.editions`); a suite has one.
+    edition: str = DEFAULT_EDITION
     _deployments: dict | None = field(default=None, repr=False)
     _clients: dict = field(default_factory=dict, repr=False)
     _settings: Any = field(default=None, repr=False)
@@ -61,6 +66,9 @@ class Workspace:
         self.local_path = Path(self.local_path)
         self.store = Store.in_output_path(self.output_path)
         self.benchmark_paths = tuple(str(p) for p in self.benchmark_paths)
+        self.switches: Edition = load_edition(self.edition)
+        self._editions: dict[str, Workspace] = {self.edition: self}
+        self._views: dict[str, Callable | None] = {}
 
     def data_scope(self):
         """Online scenario downloads go to `<output-path>/scenarios` (as HELM's) inside this scope."""
@@ -68,8 +76,21 @@ class Workspace:
 
     @property
     def catalog(self) -> Catalog:
-        """The benchmarks this workspace runs: the built-in folders plus `benchmark_paths`."""
-        return load_catalog(self.benchmark_paths)
+        """The benchmarks this workspace runs: the built-in folders plus `benchmark_paths`, read for its edition."""
+        return load_catalog(self.benchmark_paths, self.edition)
+
+    def for_edition(self, edition: str | None) -> "Workspace":
+        """This workspace under another edition: same store, deployments, clients and controls."""
+        edition = edition or DEFAULT_EDITION
+        with _CLIENTS_LOCK:
+            other = self._editions.get(edition)
+            if other is None:
+                self.registry, self.settings  # noqa: B018 - loaded once, then shared by the copy
+                other = copy.copy(self)
+                other.edition, other.switches, other._views = edition, load_edition(edition), {}
+                self._editions[edition] = other  # the dict is shared: every copy knows every other
+            other.controls = self.controls
+            return other
 
     # -- deployments and clients -----------------------------------------------------------
     @property
@@ -101,6 +122,27 @@ class Workspace:
 
     def deployment_settings(self, name: str):
         return self.settings.for_deployment(name)
+
+    def completion_view(self, name: str, recorded: dict | None = None) -> Callable[[dict, dict, list | None], dict] | None:
+        """How this edition reads a stored answer of deployment `name` (`recorded`: the deployment as a
+        run registered it, else the registry's): `view(result, request, untruncated) -> result`, or
+        None to read it as stored (`Edition.tokenize_completions`)."""
+        dep = recorded if recorded is not None else self.deployment(name).model_dump(mode="json")
+        client_class, tokenizer_name = (dep.get("client_spec") or {}).get("class_name"), dep.get("tokenizer_name")
+        if not self.switches.tokenizes_completions_of(client_class):
+            return None
+        with _CLIENTS_LOCK:
+            if tokenizer_name not in self._views:
+                try:
+                    tokenize = get_tokenizer(tokenizer_name).tokenize
+                except (TokenizerError, MedhelmError) as e:
+                    raise MedhelmError(f"edition {self.edition} tokenizes the completions of {name} with its "
+                                       f"tokenizer {tokenizer_name}, which is not available: {e}") from None
+
+                def view(result, request, untruncated=None, _tokenize=tokenize):
+                    return tokenized_result(result, request, _tokenize, untruncated)
+                self._views[tokenizer_name] = view
+            return self._views[tokenizer_name]
 
     def token_counter(self, name: str) -> Callable[[str], int]:
         """Prompt tokens as the deployment's tokenizer counts them (~4 characters a token without one)."""

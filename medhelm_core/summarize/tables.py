@@ -102,7 +102,8 @@ def insert_runs(
     conn.register("_runs_in", run_df)
     conn.register("_stats_in", stat_df)
     try:
-        conn.execute("INSERT INTO runs SELECT suite, run_name, run_spec::JSON, scenario_metadata::JSON, run_path FROM _runs_in")
+        conn.execute("INSERT INTO runs (suite, run_name, run_spec, scenario_metadata, run_path)"
+                     " SELECT suite, run_name, run_spec::JSON, scenario_metadata::JSON, run_path FROM _runs_in")
         conn.execute(
             "INSERT INTO run_stats SELECT suite, run_name, ordinal, name, split, sub_split, perturbation::JSON, "
             "perturbation_name, computed_on, count, sum, sum_squared, min, max, mean, variance, stddev FROM _stats_in"

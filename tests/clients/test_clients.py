@@ -125,3 +125,20 @@ def test_error_texts_never_carry_the_key():
     for text in (auth.message, upstream.message, str(exc.value), repr(client)):
         assert "SECRET" not in text and "abcdef" not in text, text
     assert "provided: ***" in auth.message and "sk-SECRET-abcd***" not in upstream.message
+
+
+def test_a_completion_cut_at_a_stop_keeps_the_text_the_api_returned():
+    """The stored answer is HELM 0.5.16's (cut at the stop); the whole text is kept beside it, so an
+    edition that tokenizes completions (medhelm 0.8.0) can redo the cut without asking again."""
+    from tests.mock_server import ScriptedServer
+
+    server = ScriptedServer(lambda prompt, n, srv: (200, None, {}, 0))
+    base = {"model": "m/x", "temperature": 0.0, "top_p": 1, "num_completions": 1, "max_tokens": 5,
+            "presence_penalty": 0, "frequency_penalty": 0}
+    try:
+        cut = _client(server).attempt({**base, "prompt": "two words", "stop_sequences": [" to"]})
+        whole = _client(server).attempt({**base, "prompt": "two words", "stop_sequences": ["\n"]})
+    finally:
+        server.close()
+    assert cut.result["completions"][0]["text"] == "answer" and cut.untruncated == ["answer to two words"]
+    assert whole.result["completions"][0]["text"] == "answer to two words" and whole.untruncated is None

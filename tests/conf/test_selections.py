@@ -35,7 +35,7 @@ def test_switches_aliases_and_command_line_defaults():
     add_arguments(parser, SummarizeSelection, defaults={"suite": None, "auto_generate_schema": False},
                   aliases={"schema_path": ["--schema"]})
     assert vars(parser.parse_args([])) == {"suite": None, "suites": None, "release": None, "schema_path": None,
-                                           "auto_generate_schema": False}
+                                           "auto_generate_schema": False, "edition": None}
     args = parser.parse_args(["--schema", "s.yaml", "--auto-generate-schema", "--release", "r", "--suites", "a", "b"])
     assert from_arguments(SummarizeSelection, args) == SummarizeSelection(
         suite=None, suites=["a", "b"], release="r", schema_path="s.yaml", auto_generate_schema=True)

@@ -1,48 +1,57 @@
-"""End to end against real HELM 0.5.16 output: medhelm-run + medhelm-summarize on the inputs that
-produced ../shared/oracle/synthetic, with the mock model server started here on loopback."""
+"""End to end against real upstream output: medhelm-run + medhelm-summarize on the inputs that
+produced ../shared/oracle/synthetic (HELM 0.5.16) and ../shared/oracle/medhelm-0.8.0/synthetic
+(medhelm 0.8.0, `--edition medhelm-0.8.0`), with the mock model server started here on loopback."""
 import duckdb
 import pytest
 
 from assets.cli import run_main, summarize_main
-from tests.oracle import SYNTHETIC, load, run_dirs
+from tests.oracle import SHARED, SYNTHETIC, SYNTHETIC_080, load, run_dirs
 from tests.parity import EXEMPT, assert_group_cells_equal, assert_stats_equal, group_files, lay_out_inputs, table_cells
 
-GOLD = SYNTHETIC / "benchmark_output"
 SUITES = {"oracle-cfg": "work/conf/configurable.conf", "oracle-private": "work/conf/private.conf"}
+# edition -> its golden output. Under 0.5.16 the golden summaries name HELM's schema file; under
+# 0.8.0 they used medhelm's packaged one, which is the edition's default (no --schema-path).
+EDITIONS = {"helm-0.5.16": SYNTHETIC, "medhelm-0.8.0": SYNTHETIC_080}
+SCHEMA_ARGS = {"helm-0.5.16": ["--schema-path", str(SHARED / "helm" / "schema_medhelm.yaml")], "medhelm-0.8.0": []}
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory, mock_server):
-    """Lay out the inputs as HELM ran them (D/work/...), re-point prod_env at the mock, run both suites."""
-    root = tmp_path_factory.mktemp("synthetic")
-    lay_out_inputs(SYNTHETIC / "inputs", root, mock_server.base_url)
+def run_args(suite: str, edition: str, *extra: str) -> list[str]:
+    return ["--conf-paths", SUITES[suite], "--suite", suite, "--max-eval-instances", "50", "--edition", edition,
+            "--output-path", "benchmark_output", "--local-path", "work/prod_env", *extra]
+
+
+@pytest.fixture(scope="module", params=list(EDITIONS))
+def built(request, tmp_path_factory, mock_server):
+    """Lay out the inputs as upstream ran them (D/work/...), re-point prod_env at the mock, run both suites."""
+    edition = request.param
+    golden = EDITIONS[edition]
+    root = tmp_path_factory.mktemp(f"synthetic-{edition}")
+    lay_out_inputs(golden / "inputs", root, mock_server.base_url)
     mp = pytest.MonkeyPatch()
     mp.chdir(root)
     mp.setenv("DAGSTER_HOME", str(root / "dagster_home"))
     mock_server.reset()
-    for suite, conf in SUITES.items():
-        assert run_main(["--conf-paths", conf, "--suite", suite, "--max-eval-instances", "50",
-                         "--num-threads", "4", "--output-path", "benchmark_output",
-                         "--local-path", "work/prod_env"]) == 0
+    for suite in SUITES:
+        assert run_main(run_args(suite, edition, "--num-threads", "4")) == 0
     calls_first = mock_server.stats()["total_requests"]
     assert summarize_main(["--suite", "oracle-cfg", "--output-path", "benchmark_output",
                            "--auto-generate-schema"]) == 0
-    schema = str(SYNTHETIC.parents[1] / "helm" / "schema_medhelm.yaml")
     assert summarize_main(["--suite", "oracle-private", "--output-path", "benchmark_output",
-                           "--schema-path", schema]) == 0
+                           *SCHEMA_ARGS[edition]]) == 0
     assert summarize_main(["--suites", "oracle-cfg", "oracle-private", "--release", "oracle",
-                           "--output-path", "benchmark_output",
-                           "--schema-path", schema]) == 0
-    yield {"root": root, "out": root / "benchmark_output", "calls_first": calls_first, "mp": mp}
+                           "--output-path", "benchmark_output", *SCHEMA_ARGS[edition]]) == 0
+    yield {"root": root, "out": root / "benchmark_output", "calls_first": calls_first, "mp": mp,
+           "edition": edition, "gold": golden / "benchmark_output"}
     mp.undo()
 
 
 GOLDEN_RUNS = [(s, d.name) for s in SUITES for d in run_dirs(SYNTHETIC, s)]
+assert GOLDEN_RUNS == [(s, d.name) for s in SUITES for d in run_dirs(SYNTHETIC_080, s)]  # same run names
 
 
 @pytest.mark.parametrize("suite,run", GOLDEN_RUNS, ids=[r for _, r in GOLDEN_RUNS])
 def test_run_files_equal_helm(built, suite, run):
-    gold, ours = GOLD / "runs" / suite / run, built["out"] / "runs" / suite / run
+    gold, ours = built["gold"] / "runs" / suite / run, built["out"] / "runs" / suite / run
     assert load(ours / "run_spec.json") == load(gold / "run_spec.json")
     assert load(ours / "scenario.json") == load(gold / "scenario.json")
     g_states, o_states = load(gold / "scenario_state.json"), load(ours / "scenario_state.json")
@@ -58,7 +67,7 @@ def test_run_files_equal_helm(built, suite, run):
 
 @pytest.mark.parametrize("target", ["runs/oracle-cfg", "runs/oracle-private", "releases/oracle"])
 def test_every_leaderboard_cell_equals_helm(built, target):
-    gold, ours = GOLD / target, built["out"] / target
+    gold, ours = built["gold"] / target, built["out"] / target
     assert group_files(ours) == group_files(gold)
     compared = sum(assert_group_cells_equal(gold / "groups", ours / "groups", name) for name in group_files(gold))
     assert compared > 0
@@ -80,9 +89,8 @@ def test_every_leaderboard_cell_equals_helm(built, target):
 def test_second_run_makes_zero_model_calls(built, mock_server):
     before = mock_server.stats()["total_requests"]
     assert before == built["calls_first"]
-    for suite, conf in SUITES.items():
-        assert run_main(["--conf-paths", conf, "--suite", suite, "--max-eval-instances", "50",
-                         "--output-path", "benchmark_output", "--local-path", "work/prod_env"]) == 0
+    for suite in SUITES:
+        assert run_main(run_args(suite, built["edition"])) == 0
     assert mock_server.stats()["total_requests"] == before
 
 
@@ -104,7 +112,7 @@ def test_duckdb_holds_every_layer(built):
 
 @pytest.mark.parametrize("suite,run", GOLDEN_RUNS, ids=[r for _, r in GOLDEN_RUNS])
 def test_display_files_equal_helm(built, suite, run):
-    gold, ours = GOLD / "runs" / suite / run, built["out"] / "runs" / suite / run
+    gold, ours = built["gold"] / "runs" / suite / run, built["out"] / "runs" / suite / run
     assert load(ours / "instances.json") == load(gold / "instances.json")
     assert load(ours / "display_requests.json") == load(gold / "display_requests.json")
     g_preds, o_preds = load(gold / "display_predictions.json"), load(ours / "display_predictions.json")
@@ -116,3 +124,27 @@ def test_display_files_equal_helm(built, suite, run):
         for k, v in g_stats.items():
             if k not in EXEMPT:
                 assert o_stats[k] == pytest.approx(v, abs=1e-9), k
+
+
+def test_the_other_edition_in_the_same_output_asks_nothing_again_and_matches_its_golden(built, mock_server, capsys):
+    """One output folder holds both editions: the other edition's suite reuses every stored answer
+    (the completion cache is edition-free) and still reproduces that edition's golden files."""
+    other = next(e for e in EDITIONS if e != built["edition"])
+    before = mock_server.stats()["total_requests"]
+    assert run_main(["--conf-paths", SUITES["oracle-cfg"], "--suite", f"cfg-{other}", "--max-eval-instances", "50",
+                     "--edition", other, "--output-path", "benchmark_output", "--local-path", "work/prod_env"]) == 0
+    assert mock_server.stats()["total_requests"] == before
+    gold = EDITIONS[other] / "benchmark_output" / "runs" / "oracle-cfg"
+    for run in run_dirs(EDITIONS[other], "oracle-cfg"):
+        ours = built["out"] / "runs" / f"cfg-{other}" / run.name
+        g_states, o_states = load(run / "scenario_state.json"), load(ours / "scenario_state.json")
+        assert [s["result"]["completions"] for s in o_states["request_states"]] == \
+            [s["result"]["completions"] for s in g_states["request_states"]]
+        assert load(ours / "scenario.json") == load(gold / run.name / "scenario.json")
+        assert_stats_equal(load(run / "stats.json"), load(ours / "stats.json"), per_instance=False)
+    # A suite is one edition: running a suite of this output under the other stops, naming runs.
+    capsys.readouterr()
+    assert run_main(run_args("oracle-cfg", other)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "would mix editions" in err[0] and "EXACT-MATCH-DEMO" in err[0]
+    assert built["edition"] in err[0] and mock_server.stats()["total_requests"] == before

@@ -20,3 +20,18 @@ ALTER TABLE completion_errors ADD COLUMN IF NOT EXISTS kind VARCHAR;
 -- owner process is gone (or silent for longer than the lease) is taken over.
 CREATE TABLE IF NOT EXISTS completion_claims (
         request_key VARCHAR PRIMARY KEY, owner VARCHAR, heartbeat DOUBLE);
+
+-- The upstream edition a run or dataset partition was registered under (medhelm_core.editions);
+-- NULL in files made before editions existed, which were all helm-0.5.16.
+ALTER TABLE run_entries ADD COLUMN IF NOT EXISTS edition VARCHAR;
+
+ALTER TABLE scenario_specs ADD COLUMN IF NOT EXISTS edition VARCHAR;
+
+-- The model deployment as the run was registered with it (HELM's ModelDeployment; no secrets: keys
+-- live in credentials.conf): how its answers are read later, even without that prod_env.
+ALTER TABLE run_entries ADD COLUMN IF NOT EXISTS deployment JSON;
+
+-- The completion texts as the API returned them, before HELM's truncate_sequence cut them at a stop
+-- sequence (a JSON list, one per completion; NULL when nothing was cut): an edition that tokenizes
+-- completions cuts the original text itself, so the answer is never asked again.
+ALTER TABLE completions ADD COLUMN IF NOT EXISTS untruncated JSON;

@@ -9,6 +9,9 @@ CREATE TABLE IF NOT EXISTS runs (
     run_path VARCHAR
 );
 
+-- The edition the run reproduces (medhelm_core.editions); NULL: helm-0.5.16.
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS edition VARCHAR;
+
 CREATE TABLE IF NOT EXISTS run_stats (
     suite VARCHAR NOT NULL,
     run_name VARCHAR NOT NULL,
