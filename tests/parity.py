@@ -24,6 +24,20 @@ def lay_out_inputs(inputs: Path, root: Path, base_url: str) -> Path:
     return work
 
 
+def mirror_with(path: Path, mirror: Path, folders: dict[str, Path]) -> Path:
+    """A data mirror at `path`: every folder of `mirror` (linked), with `folders` (name -> source
+    folder) put in or over them, as an upstream harness staged its download cache."""
+    path.mkdir(parents=True)
+    for child in mirror.iterdir():
+        if child.name not in folders:
+            (path / child.name).symlink_to(child)
+    for name, source in folders.items():
+        (path / name).mkdir()
+        for f in source.iterdir():
+            (path / name / f.name).symlink_to(f)
+    return path
+
+
 def flatten_stats(stats, per_instance: bool) -> dict:
     """{(instance id, stat name JSON): (count, mean)} for stats.json / per_instance_stats.json."""
     out = {}

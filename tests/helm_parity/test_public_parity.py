@@ -1,51 +1,64 @@
-"""End to end against real HELM 0.5.16 output on the real public data: `medhelm-run` +
+"""End to end against real upstream output on the real public data: `medhelm-run` +
 `medhelm-summarize` on ../shared/oracle/public/inputs (suite public-n50: 14 scenarios x 2 mock
 models, 50 instances, the three default judges served by the mock), with the data read from the
-mirror ../shared/data/public (MEDHELM_DATA_MIRROR) and the mock server started here on loopback."""
+mirror ../shared/data/public (MEDHELM_DATA_MIRROR) and the mock server started here on loopback;
+under HELM 0.5.16 (../shared/oracle/public) and medhelm 0.8.0 (../shared/oracle/medhelm-0.8.0/public)."""
 import time
 
 import duckdb
 import pytest
 
 from assets.cli import run_main, summarize_main
-from tests.oracle import PUBLIC, SHARED, load, run_dirs
-from tests.parity import EXEMPT, assert_group_cells_equal, assert_stats_equal, group_files, lay_out_inputs, table_cells
+from tests.oracle import PUBLIC, PUBLIC_080, SHARED, load, run_dirs
+from tests.parity import (EXEMPT, assert_group_cells_equal, assert_stats_equal, group_files, lay_out_inputs, mirror_with,
+                          table_cells)
 
-GOLD = PUBLIC / "benchmark_output"
 SUITE = "public-n50"
 MIRROR = SHARED / "data" / "public"
 SCHEMA = SHARED / "helm" / "schema_medhelm.yaml"
-GOLDEN_RUNS = [d.name for d in run_dirs(PUBLIC, SUITE)] if (GOLD / "runs" / SUITE).is_dir() else []
+EDITIONS = {"helm-0.5.16": PUBLIC, "medhelm-0.8.0": PUBLIC_080}
+GOLDEN_RUNS = [d.name for d in run_dirs(PUBLIC, SUITE)] if (PUBLIC / "benchmark_output" / "runs" / SUITE).is_dir() else []
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory, mock_server):
-    root = tmp_path_factory.mktemp("public")
-    lay_out_inputs(PUBLIC / "inputs", root, mock_server.base_url)
+@pytest.fixture(scope="module", params=list(EDITIONS))
+def built(request, tmp_path_factory, mock_server):
+    edition = request.param
+    root = tmp_path_factory.mktemp(f"public-{edition}")
+    lay_out_inputs(EDITIONS[edition] / "inputs", root, mock_server.base_url)
+    mirror = MIRROR
+    if edition == "medhelm-0.8.0":
+        # medhelm's golden run read HELM's e172ec8 EHRSQL files where medhelm reads its own (the
+        # harness staged them there); the edition's folder for them is ehr_sql_ehrsql-01241a3.
+        mirror = mirror_with(root / "mirror", MIRROR, {"ehr_sql_ehrsql-01241a3": MIRROR / "ehr_sql"})
     mp = pytest.MonkeyPatch()
     mp.chdir(root)
     mp.setenv("DAGSTER_HOME", str(root / "dagster_home"))
-    mp.setenv("MEDHELM_DATA_MIRROR", str(MIRROR))
+    mp.setenv("MEDHELM_DATA_MIRROR", str(mirror))
     mock_server.reset()
     start = time.time()
     assert run_main(["--conf-paths", "work/conf/public.conf", "--suite", SUITE, "--max-eval-instances", "50",
-                     "--num-threads", "4", "--output-path", "benchmark_output",
+                     "--num-threads", "4", "--output-path", "benchmark_output", "--edition", edition,
                      "--local-path", "work/prod_env"]) == 0
     run_seconds = time.time() - start
     calls = mock_server.stats()["total_requests"]
-    assert summarize_main(["--suite", SUITE, "--output-path", "benchmark_output", "--schema", str(SCHEMA)]) == 0
-    yield {"root": root, "out": root / "benchmark_output", "calls": calls, "run_seconds": run_seconds}
+    # The golden summaries used each package's own schema_medhelm.yaml: the edition's default.
+    schema = ["--schema", str(SCHEMA)] if edition == "helm-0.5.16" else []
+    assert summarize_main(["--suite", SUITE, "--output-path", "benchmark_output", *schema]) == 0
+    yield {"root": root, "out": root / "benchmark_output", "calls": calls, "run_seconds": run_seconds,
+           "gold": EDITIONS[edition] / "benchmark_output", "edition": edition}
     mp.undo()
 
 
 def test_fourteen_public_scenarios_in_the_oracle():
-    classes = {load(GOLD / "runs" / SUITE / r / "run_spec.json")["scenario_spec"]["class_name"] for r in GOLDEN_RUNS}
+    gold = PUBLIC / "benchmark_output"
+    classes = {load(gold / "runs" / SUITE / r / "run_spec.json")["scenario_spec"]["class_name"] for r in GOLDEN_RUNS}
     assert len(classes) == 14 and len(GOLDEN_RUNS) == 28
+    assert [d.name for d in run_dirs(PUBLIC_080, SUITE)] == GOLDEN_RUNS  # medhelm 0.8.0: the same run names
 
 
 @pytest.mark.parametrize("run", GOLDEN_RUNS)
 def test_run_files_equal_helm(built, run):
-    gold, ours = GOLD / "runs" / SUITE / run, built["out"] / "runs" / SUITE / run
+    gold, ours = built["gold"] / "runs" / SUITE / run, built["out"] / "runs" / SUITE / run
     assert load(ours / "run_spec.json") == load(gold / "run_spec.json")
     assert load(ours / "scenario.json") == load(gold / "scenario.json")
     g_states, o_states = load(gold / "scenario_state.json"), load(ours / "scenario_state.json")
@@ -70,10 +83,10 @@ def test_main_metric_per_instance_equals_helm(built):
              if "main_name" in (g.get("environment") or {})}
     compared = 0
     for run in GOLDEN_RUNS:
-        groups = load(GOLD / "runs" / SUITE / run / "run_spec.json")["groups"]
+        groups = load(built["gold"] / "runs" / SUITE / run / "run_spec.json")["groups"]
         main = next(mains[g] for g in groups if g in mains)
         values = {}
-        for side, base in (("gold", GOLD), ("ours", built["out"])):
+        for side, base in (("gold", built["gold"]), ("ours", built["out"])):
             values[side] = {(e["instance_id"], s["name"].get("split")): s["mean"]
                             for e in load(base / "runs" / SUITE / run / "per_instance_stats.json")
                             for s in e["stats"] if s["name"]["name"] == main and "perturbation" not in s["name"]}
@@ -85,7 +98,7 @@ def test_main_metric_per_instance_equals_helm(built):
 
 
 def test_every_leaderboard_cell_equals_helm(built):
-    gold, ours = GOLD / "runs" / SUITE, built["out"] / "runs" / SUITE
+    gold, ours = built["gold"] / "runs" / SUITE, built["out"] / "runs" / SUITE
     assert group_files(ours) == group_files(gold)
     compared = sum(assert_group_cells_equal(gold / "groups", ours / "groups", name) for name in group_files(gold))
     assert compared > 500
@@ -105,7 +118,7 @@ def test_every_leaderboard_cell_equals_helm(built):
 
 @pytest.mark.parametrize("run", GOLDEN_RUNS)
 def test_display_files_equal_helm(built, run):
-    gold, ours = GOLD / "runs" / SUITE / run, built["out"] / "runs" / SUITE / run
+    gold, ours = built["gold"] / "runs" / SUITE / run, built["out"] / "runs" / SUITE / run
     assert load(ours / "instances.json") == load(gold / "instances.json")
     assert load(ours / "display_requests.json") == load(gold / "display_requests.json")
     g_preds, o_preds = load(gold / "display_predictions.json"), load(ours / "display_predictions.json")

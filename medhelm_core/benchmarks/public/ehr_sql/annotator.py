@@ -1,10 +1,11 @@
 """EhrSqlAnnotator (HELM `annotation/ehr_sql_annotator.py`), a local annotator: it executes the gold
   and the predicted SQL against the eICU SQLite database and stores
   `{"predicted_result", "ground_truth_result", "query_error"}`:
-  1. gold SQL = `references[0].text.strip()`, `fetchall()`; `sqlite3.OperationalError`/`Warning`
-     -> result `[]`;
-  2. an empty gold result with `extra_data["value"]` -> re-execute, `fetchone()`: a row -> the values
-     cast to the row's Python types; no row or an OperationalError -> the values as they are;
+  1. gold SQL = `references[0].text.strip()` (medhelm 0.8.0: `current_time`, any case, replaced by
+     `gold_current_time`), `fetchall()`; `sqlite3.OperationalError`/`Warning` -> result `[]`;
+  2. (HELM 0.5.16 only: `empty_gold_value_fallback`) an empty gold result with `extra_data["value"]`
+     -> re-execute, `fetchone()`: a row -> the values cast to the row's Python types; no row or an
+     OperationalError -> the values as they are;
   3. prediction = `completions[0].text.strip()`, the body of a `<sql>...</sql>` block if any,
      backticks removed, stripped, `^sql\\n` removed at every line start; empty -> query_error
      "No query generated"; else `fetchall()`, any exception -> `query_error = str(e)`.
@@ -28,6 +29,7 @@ from medhelm_core.parts import LocalAnnotatorDef
 
 _SQL_BLOCK = re.compile(r"<\s*sql\s*>(.*?)<\/?\s*sql\s*>", re.DOTALL | re.IGNORECASE)
 _SQL_PREFIX = re.compile(r"^sql\n", flags=re.MULTILINE)
+_CURRENT_TIME = re.compile(r"current_time", flags=re.IGNORECASE)
 
 
 def predicted_sql(completion_text: str) -> str:
@@ -42,10 +44,13 @@ def predicted_sql(completion_text: str) -> str:
 class EhrSqlSession:
     """Annotates one run's request states against a private copy of eicu.sqlite."""
 
-    def __init__(self, database_path: Callable[[], str], name: str, no_query_error: str):
+    def __init__(self, database_path: Callable[[], str], name: str, no_query_error: str,
+                 gold_current_time: str | None = None, empty_gold_value_fallback: bool = True):
         self.database_path = database_path
         self.name = name
         self.no_query_error = no_query_error
+        self.gold_current_time = gold_current_time
+        self.empty_gold_value_fallback = empty_gold_value_fallback
         self._db: str | None = None
 
     def database(self) -> str:
@@ -64,6 +69,8 @@ class EhrSqlSession:
         if len(refs) != 1:
             raise MedhelmError(f"{self.name}: instance {inst.get('id')!r} has {len(refs)} references, expected 1")
         gold_sql = refs[0]["output"]["text"].strip()
+        if self.gold_current_time is not None:
+            gold_sql = _CURRENT_TIME.sub(lambda _: self.gold_current_time, gold_sql)
         gold: list = []
         try:
             with sqlite3.connect(db) as conn:
@@ -71,7 +78,7 @@ class EhrSqlSession:
         except (sqlite3.OperationalError, sqlite3.Warning):
             pass  # HELM: hwarn("Ground truth SQL failed with error: ...")
         extra = inst.get("extra_data")
-        if not gold and extra is not None and "value" in extra:
+        if self.empty_gold_value_fallback and not gold and extra is not None and "value" in extra:
             values = list(extra["value"].values())
             with sqlite3.connect(db) as conn:
                 cursor = conn.cursor()
@@ -103,5 +110,6 @@ def annotator(bench, args: dict[str, Any]) -> LocalAnnotatorDef:
         raise MedhelmError(f"EhrSqlAnnotator takes no arguments, got {sorted(args)}")
     spec = bench.text["scenario"]
     scenario = bench.module("scenario")
-    session = EhrSqlSession(lambda: scenario.database_path(bench), spec["annotator_name"], spec["no_query_error"])
+    session = EhrSqlSession(lambda: scenario.database_path(bench), spec["annotator_name"], spec["no_query_error"],
+                            spec["gold_current_time"], spec["empty_gold_value_fallback"])
     return LocalAnnotatorDef(name=spec["annotator_name"], annotate=session)

@@ -6,10 +6,13 @@
   `eicu/train.json` of `eicu.zip` (raulista1997/benchmarkdata) is read.
 * Schema prompt: each line of `eicu.sql` stripped; a block starts at a line beginning with
   `CREATE TABLE` and ends at the first line ending with `;`; lines joined with "\\n", blocks with "\\n\\n".
-* Only entries with both `question` and `query`; input text
+* Only entries with both `question` and `query` (and, when `skip_null_queries`, a `query` other than
+  the string "null": medhelm 0.8.0); input text
   `"-- Database Schema:\\n" + schema + "\\n\\n--" + 21 spaces + "Question:\\n" + question + "\\n\\n"`
   (HELM's backslash line continuation injects the spaces); reference = `query`;
   `extra_data = {"db_path": "eicu.sqlite", "value": entry.get("value", {}), "is_impossible": ...}`.
+* Every file sits in the data folder `data.folder` (`ehr_sql`; medhelm 0.8.0's pinned EHRSQL commit
+  has its own).
 """
 from __future__ import annotations
 
@@ -26,18 +29,18 @@ from medhelm_core.scenarios.public.json_files import read_json
 def database_path(bench) -> str:
     """`eicu.sqlite` (mirror or online cache): what HELM's EhrSqlAnnotator opens."""
     data = bench.text["data"]
-    return str(ds.fetch(ds.UpstreamFile(bench.name, data["db_file"], data["db_url"])))
+    return str(ds.fetch(ds.UpstreamFile(data["folder"], data["db_file"], data["db_url"])))
 
 
 def _schema_file(bench):
     data = bench.text["data"]
-    return ds.fetch(ds.UpstreamFile(bench.name, data["schema_file"], data["schema_url"]))
+    return ds.fetch(ds.UpstreamFile(data["folder"], data["schema_file"], data["schema_url"]))
 
 
 def split_file(bench, split_name: str) -> ds.Located:
     data = bench.text["data"]
     name = f"{split_name}.json"
-    up = ds.UpstreamFile(bench.name, name, f"{data['base_url']}/{name}")
+    up = ds.UpstreamFile(data["folder"], name, f"{data['base_url']}/{name}")
     return ds.fetch_or_mirror_member(up, data["mirror_fallback_zip"], f"{data['mirror_fallback_dir']}/{name}")
 
 
@@ -75,7 +78,7 @@ def load(bench, args: dict[str, Any]) -> list[dict]:
         if not isinstance(entries, list):
             raise MedhelmError(f"{bench.name}: {located} does not hold a JSON list")
         for entry in entries:
-            if "question" in entry and "query" in entry:
+            if "question" in entry and "query" in entry and not (spec["skip_null_queries"] and entry["query"] == "null"):
                 input_text = spec["input_template"].format(schema=schema, question=entry["question"])
                 extra = {"db_path": spec["db_path"], "value": entry.get("value", {}),
                          "is_impossible": entry.get("is_impossible", False)}
