@@ -347,14 +347,16 @@ class Catalog:
 
     @functools.cached_property
     def metrics(self) -> dict[str, MetricFactory]:
-        """HELM metric class_name -> implementation: the library's and every folder's `metric.py`."""
+        """HELM metric class_name -> implementation: the library's and every folder's `metric.py`;
+        one with an `edition` parameter is given this catalog's edition (its behaviour switches)."""
         out = dict(library_metrics())
         for b in self.benchmarks.values():
             for cls, factory in b.metrics().items():
                 if cls in out and out[cls] is not factory:
                     raise MedhelmError(f"metric {cls} is defined twice ({b.folder / 'metric.py'})")
                 out[cls] = factory
-        return out
+        edition = load_edition(self.edition)
+        return {cls: functools.partial(f, edition=edition) if _takes(f, "edition") else f for cls, f in out.items()}
 
     def annotator(self, annotator_spec: Mapping[str, Any], where: str) -> JuryDef | LocalAnnotatorDef:
         """The annotator a run spec's AnnotatorSpec `{"class_name", "args"}` describes."""
@@ -369,6 +371,11 @@ class Catalog:
             raise MedhelmError(f"scenario class {class_name} is not implemented (no benchmark folder of "
                                f"{self!r} has it; a folder of your own is given with ${PATH_ENV} or --benchmark-path)")
         return defn
+
+
+def _takes(factory: Callable, parameter: str) -> bool:
+    target = factory.func if isinstance(factory, functools.partial) else factory
+    return parameter in inspect.signature(target).parameters
 
 
 @functools.cache

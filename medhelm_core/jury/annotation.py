@@ -72,9 +72,12 @@ def judge_request(judge: dict[str, str], prompt: str) -> dict[str, Any]:
     }
 
 
-def parse_judge_output(jury: JuryDef, judge: str, text: str) -> Verdict:
+def parse_judge_output(jury: JuryDef, judge: str, text: str, validation: str = "strict") -> Verdict:
     """Greedy `{...}` extraction, `json.loads`, one `}` repair for "Expecting ',' delimiter",
-    then every criterion must carry every expected sub-key (HELM's `_validate_annotation`)."""
+    then HELM's `_validate_annotation`: every criterion must carry every expected sub-key
+    (`strict`, HELM 0.5.16), or only be present (`top_level`, medhelm 0.8.0, whose recursive
+    validator skips the sub-keys of set-valued criteria: a reply without `score` then reaches the
+    metric, which fails the run)."""
     match = _JSON_OBJECT.search(text)
     candidate = match.group(0) if match else text
     try:
@@ -90,7 +93,7 @@ def parse_judge_output(jury: JuryDef, judge: str, text: str) -> Verdict:
         for criterion, subkeys in jury.criteria.items():
             if criterion not in parsed:
                 return Verdict(judge, PARSE_FAILED, raw_text=text, error=f"missing criterion {criterion!r}")
-            for sub in subkeys:
+            for sub in (subkeys if validation == "strict" else ()):
                 if sub not in parsed[criterion]:
                     return Verdict(judge, PARSE_FAILED, raw_text=text,
                                    error=f"criterion {criterion!r} lacks {sub!r}")

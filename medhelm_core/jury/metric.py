@@ -13,6 +13,9 @@ configurable benchmark's `jury_score`. So an empty model output (the annotator s
 `{"prompt_text": None, "empty_output_equivalence_judgement": False}`) or a jury whose judges all
 failed silently scores `default_score`.
 
+medhelm 0.8.0 reads each score with `float()` instead (so 4.5 stays 4.5 and "4.5" no longer
+crashes): the edition's `jury_score_type`.
+
 `jury_score_corrected` gives the same number whenever at least one judge scored, and None
 otherwise; medhelm stores it beside HELM's value and never lets it change HELM's numbers.
 """
@@ -24,26 +27,32 @@ from medhelm_core.metrics.base import EvalContext, Metric, MetricError, helm_met
 from medhelm_core.metrics.stat import Stat, metric_name
 
 
-def jury_scores(annotation: Mapping[str, Any], judges: Iterable[str]) -> list[int]:
-    """The integer criterion scores HELM averages: every top-level value of every judge's JSON."""
-    judge_names = set(judges)
-    scores: list[int] = []
+SCORE_TYPES = {"int": int, "float": float}
+
+
+def jury_scores(annotation: Mapping[str, Any], judges: Iterable[str], score_type: str = "int") -> list[float]:
+    """The criterion scores HELM averages, read with `score_type` (int or float): every top-level
+    value of every judge's JSON."""
+    judge_names, read = set(judges), SCORE_TYPES[score_type]
+    scores: list[float] = []
     for key, judge_json in annotation.items():
         if key in judge_names and judge_json is not None:
             for value in judge_json.values():
-                scores.append(int(value["score"]))
+                scores.append(read(value["score"]))
     return scores
 
 
-def jury_score(annotation: Mapping[str, Any], judges: Iterable[str], default_score: float) -> float:
+def jury_score(annotation: Mapping[str, Any], judges: Iterable[str], default_score: float,
+               score_type: str = "int") -> float:
     """HELM's per-instance jury score (default_score when no judge produced a score)."""
-    scores = jury_scores(annotation, judges)
+    scores = jury_scores(annotation, judges, score_type)
     if scores:
         return sum(scores) / len(scores)
     return default_score
 
 
-def jury_score_corrected(annotation: Optional[Mapping[str, Any]], judges: Iterable[str]) -> Optional[float]:
+def jury_score_corrected(annotation: Optional[Mapping[str, Any]], judges: Iterable[str],
+                         score_type: str = "int") -> Optional[float]:
     """HELM's jury mean, but None (not HELM's default score) when no judge produced a score.
 
     `annotation` is `request_state["annotations"][scenario_name]` (None/absent counts as no score);
@@ -51,7 +60,10 @@ def jury_score_corrected(annotation: Optional[Mapping[str, Any]], judges: Iterab
     """
     if not annotation:
         return None
-    scores = jury_scores(annotation, judges)
+    try:
+        scores = jury_scores(annotation, judges, score_type)
+    except (TypeError, ValueError, KeyError):
+        return None  # a reply the metric cannot score (it fails the run where HELM's does)
     if not scores:
         return None
     return sum(scores) / len(scores)
@@ -65,11 +77,14 @@ class LLMJuryMetric(Metric):
         scenario_name: str,
         annotator_models: dict[str, Any],
         default_score: float = 0.0,
+        edition=None,
     ):
         self.metric_name = metric_name
         self.scenario_name = scenario_name
         self.annotator_models = dict(annotator_models)
         self.default_score = default_score
+        # Not a HELM argument: the catalog binds its edition (how a judge's score is read).
+        self.score_type = edition.jury_score_type if edition is not None else "int"
 
     def evaluate_generation(
         self, adapter_spec: dict[str, Any], request_state: dict[str, Any], ctx: EvalContext
@@ -86,7 +101,8 @@ class LLMJuryMetric(Metric):
                 f"has no annotation {self.scenario_name!r} (has {sorted(annotations)})"
             )
         try:
-            score = jury_score(annotations[self.scenario_name], self.annotator_models, self.default_score)
+            score = jury_score(annotations[self.scenario_name], self.annotator_models, self.default_score,
+                               self.score_type)
         except (TypeError, ValueError, KeyError) as e:
             # HELM crashes the whole run here too (int() of a non-numeric score, a judge value
             # that is not a {"score": ...} dict, ...).

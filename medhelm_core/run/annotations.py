@@ -141,7 +141,8 @@ def write_annotations(ws: Workspace, plan: JuryPlan, states: list[dict], results
                         err = report.errors.get(key) or (result or {}).get("error") or "request failed"
                         verdicts.append(jury.Verdict(judge, jury.REQUEST_FAILED, error=err))
                     else:
-                        verdicts.append(jury.parse_judge_output(j, judge, result["completions"][0]["text"]))
+                        verdicts.append(jury.parse_judge_output(j, judge, result["completions"][0]["text"],
+                                                                ws.switches.jury_validation))
             for v in verdicts:
                 counts[v.status] = counts.get(v.status, 0) + 1
                 verdict_rows.append((run.suite, run.run_name, pos, iid, j.name, v.judge,

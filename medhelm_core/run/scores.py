@@ -45,7 +45,7 @@ def compute_stats(ws: Workspace, run: RunRef) -> dict:
         # run_stats columns: suite, run_name, ordinal, name, split, sub_split, perturbation,
         # perturbation_name, computed_on, count, sum, sum_squared, min, max, mean, variance, stddev
         stat_rows.append(row[:7] + (pert.get("name"), pert.get("computed_on")) + row[7:])
-    jury_rows = _jury_score_rows(run, spec, states)
+    jury_rows = _jury_score_rows(run, spec, states, ws.switches.jury_score_type)
     with ws.store.connect() as conn:
         meta = conn.execute(
             "SELECT d.scenario_metadata FROM run_entries r JOIN datasets d USING (scenario_key)"
@@ -65,7 +65,7 @@ def compute_stats(ws: Workspace, run: RunRef) -> dict:
             "per_instance_stats": per_instance, "stats": stats, "request_states": states, "run_spec": spec}
 
 
-def _jury_score_rows(run: RunRef, spec: dict, states: list[dict]) -> list[tuple]:
+def _jury_score_rows(run: RunRef, spec: dict, states: list[dict], score_type: str) -> list[tuple]:
     """HELM's jury value beside the corrected one (None when no judge scored)."""
     rows = []
     for mspec in spec.get("metric_specs", []):
@@ -79,8 +79,8 @@ def _jury_score_rows(run: RunRef, spec: dict, states: list[dict]) -> list[tuple]
                 continue
             ok = sum(1 for j in judges if isinstance(annotation.get(j), dict))
             rows.append((run.suite, run.run_name, st["instance"]["id"], args["metric_name"],
-                         jury_score(annotation, judges, args.get("default_score", 0.0)),
-                         jury_score_corrected(annotation, judges), ok, len(judges)))
+                         jury_score(annotation, judges, args.get("default_score", 0.0), score_type),
+                         jury_score_corrected(annotation, judges, score_type), ok, len(judges)))
     return rows
 
 

@@ -525,3 +525,23 @@ def test_errors_are_one_line(tmp_path, monkeypatch):
         with pytest.raises(MedhelmError) as info:
             cat.scenario(CLS[key]).load(args)
         assert "\n" not in str(info.value) and re.search(r"nowhere", str(info.value))
+
+
+def test_shc_proxy_med_asks_three_ways_under_medhelm_080(tmp_path):
+    """medhelm 0.8.0 rewrote the proxy prompt to match its A/B/C choices (patient, proxy, unclear)."""
+    from medhelm_core.catalog import load_catalog
+
+    path = tmp_path / "d.csv"
+    write_csv(path, ["prompt", "context", "label"], [["Who wrote it?", "Msg.", "C"]])
+    got = load_catalog((), "medhelm-0.8.0").scenario(CLS["shc_proxy_med"]).load({"data_path": str(path)})
+    assert got == [inst(
+        "You are reviewing a clinical messages in order to determine if they have been sent by a patient, a proxy, "
+        "or if the author is unclear. Please determine the following: Who wrote it? with the following context: "
+        "Msg.. Answer with 'A' if the message is written by the patient about themselves, 'B' if it is written by "
+        "a proxy on the patient's behalf, or 'C' if the author is unclear. Respond with only A, B, or C. Do not "
+        "provide any additional details.",
+        refs(("A", False), ("B", False), ("C", True)))]
+    # Every other SHC benchmark reads alike in both editions.
+    write_csv(path, ["prompt", "context", "label"], [["Q1?", "C1.", "A"]])
+    assert load_catalog((), "medhelm-0.8.0").scenario(CLS["shc_bmt_med"]).load({"data_path": str(path)}) == \
+        cat.scenario(CLS["shc_bmt_med"]).load({"data_path": str(path)})
