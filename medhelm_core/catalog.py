@@ -3,7 +3,8 @@
 A benchmark folder (`medhelm_core/benchmarks/<tier>/<name>/`, or any folder given by path) holds:
 
 * `benchmark.yaml` (required): the benchmark's literal text and parameters, transcribed from HELM
-  (`run_spec`, `scenario`, `data`, `helm_metadata`, `jury`, ...). An optional top-level `editions:`
+  (`run_spec`, `scenario`, `data`, `helm_metadata`, `jury`, ...). `only_in_editions: [<edition>]`
+  makes a benchmark exist only in those editions (one that upstream added later). An optional top-level `editions:`
   maps an edition name (`medhelm-0.8.0`) to an overlay that is deep-merged over the rest when the
   catalog is built for that edition (mappings merge key by key; any other value replaces), so one
   folder carries the values of every upstream edition. `tier:` is read for folders outside the
@@ -253,9 +254,17 @@ def _folders(root: Path) -> Iterable[tuple[Path, str | None]]:
 
 
 class _RunSpecFunctions(Mapping):
-    def __init__(self, benchmarks: Mapping[str, Benchmark]):
+    def __init__(self, benchmarks: Mapping[str, Benchmark], elsewhere: Mapping[str, list[str]]):
         self._benchmarks = benchmarks
+        self._elsewhere = elsewhere
         self._functions: dict[str, Callable[..., dict]] = {}
+
+    def why_missing(self, name: str) -> str | None:
+        """Why a run entry name has no function here (a benchmark of other editions), or None."""
+        editions = self._elsewhere.get(name)
+        if not editions:
+            return None
+        return f"{name} is a benchmark of {' and '.join(editions)} only: run it with --edition {editions[0]}"
 
     def __getitem__(self, name: str) -> Callable[..., dict]:
         if name not in self._functions:
@@ -277,6 +286,7 @@ class Catalog:
         self.edition = edition
         known = set(known_editions())
         self.benchmarks: dict[str, Benchmark] = {}
+        self.elsewhere: dict[str, list[str]] = {}  # benchmark -> the editions it exists in (not this one)
         self._built: dict[str, ScenarioDef | None] = {}
         for root in roots:
             root = Path(root)
@@ -293,6 +303,14 @@ class Catalog:
                     raise MedhelmError(f"{folder / BENCHMARK_FILE}: editions: unknown edition {unknown[0]!r} "
                                        f"(known: {', '.join(sorted(known))})")
                 name = folder.name
+                only = raw.get("only_in_editions")
+                if only is not None:
+                    if not isinstance(only, list) or set(only) - known:
+                        raise MedhelmError(f"{folder / BENCHMARK_FILE}: only_in_editions must list known editions "
+                                           f"({', '.join(sorted(known))}), got {only!r}")
+                    if edition not in only:
+                        self.elsewhere[name] = list(only)
+                        continue
                 if name in self.benchmarks:
                     raise MedhelmError(f"benchmark {name} is defined twice: {self.benchmarks[name].folder} and {folder}")
                 self.benchmarks[name] = Benchmark(name, tier, folder, edition, raw)
@@ -310,7 +328,7 @@ class Catalog:
     def run_spec_functions(self) -> Mapping[str, Callable[..., dict]]:
         """Run-entry name -> HELM run-spec function (HELM's `@run_spec_function` registry); a
         folder's run_spec.py is loaded when its entry is first looked up."""
-        return _RunSpecFunctions(self.benchmarks)
+        return _RunSpecFunctions(self.benchmarks, self.elsewhere)
 
     @functools.cached_property
     def _by_scenario_class(self) -> dict[str, Benchmark]:

@@ -26,8 +26,8 @@ from medhelm_core.resources import ddl
 DB_FILENAME = "medhelm.duckdb"
 
 # Created on first write, in this order (sql/ddl/): the pipeline's tables, their additive
-# migrations, the summarize inputs, then the cost views over all of them.
-DDL_FILES = ("pipeline", "pipeline_migrations", "summarize_inputs", "costs")
+# migrations, the summarize inputs, the edition comparison views, then the cost views over all of them.
+DDL_FILES = ("pipeline", "pipeline_migrations", "summarize_inputs", "editions", "costs")
 
 
 # The columns of a `completions` row, in the order the engine and its answer journal write them.

@@ -13,10 +13,10 @@ from tests.oracle import MOCK_SERVER
 
 
 class MockServer:
-    def __init__(self, *extra_args: str):
+    def __init__(self, *extra_args: str, script: Path = MOCK_SERVER):
         self._dir = tempfile.TemporaryDirectory()
         port_file = Path(self._dir.name) / "port"
-        self.proc = subprocess.Popen([sys.executable, str(MOCK_SERVER), "--port", "0", "--port-file", str(port_file),
+        self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "--port-file", str(port_file),
                                       "--max-seconds", "3000", *extra_args],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 20

@@ -612,7 +612,8 @@ def construct_run_specs(name: str, args: dict[str, Any], registry: ModelRegistry
     """`run_spec_factory.construct_run_specs` for a parsed description."""
     fn = run_spec_functions.get(name)
     if fn is None:
-        raise MedhelmError(f"Unknown run spec name: {name!r}")
+        why = getattr(run_spec_functions, "why_missing", lambda _: None)(name)
+        raise MedhelmError(f"Unknown run spec name: {name!r}" + (f" ({why})" if why else ""))
     expander_args, function_args = split_expander_args(args)
     try:
         expanders = [make_expander(k, v, registry) for k, v in expander_args]

@@ -338,7 +338,7 @@ class ComparisonSummary:
 COMPARISON_COLUMNS = ["release", "group_name", "table_pos", "table_name", "table_title", "row_pos", "row_name",
                       "model_deployment", "model", "col_idx", "column_name", "metric", "run_group", "is_aggregate",
                       "published_value", "rebuilt_value", "abs_diff", "equal", "published_count", "rebuilt_count",
-                      "cause", "both_missing"]
+                      "cause", "both_missing", "edition"]
 
 
 def rebuild_and_compare(store: Store, target: str, output_dir: Optional[str] = None) -> ComparisonSummary:
@@ -356,6 +356,13 @@ def rebuild_and_compare(store: Store, target: str, output_dir: Optional[str] = N
         for p in published:
             p["run_spec_names"] = list(p["run_spec_names"] or [])
         rows = compare_cells(target, published, rebuilt, rb)
+        # The edition the rebuilt side reproduces (runs without one: helm-0.5.16, as published ones are).
+        edition = conn.execute(
+            "SELECT string_agg(DISTINCT coalesce(r.edition, 'helm-0.5.16'), ', ') FROM runs r"
+            " JOIN published_targets t ON list_contains(t.local_suites, r.suite) WHERE t.target = ?",
+            [target]).fetchone()[0]
+        for r in rows:
+            r["edition"] = edition or "helm-0.5.16"
         with in_transaction(conn):
             conn.execute("DELETE FROM leaderboard_comparison WHERE release = ?", [target])
             if rows:

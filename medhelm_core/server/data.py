@@ -403,8 +403,12 @@ def build_snapshot(conn: duckdb.DuckDBPyConnection, target: Target, catalog: Opt
     notes = []
     if not comparison["available"]:
         notes.append("No leaderboard_comparison table: import published results (medhelm-import) to compare.")
+    # The upstream edition(s) the target's runs reproduce (medhelm_core.editions; NULL: helm-0.5.16).
+    editions = [r["edition"] for r in _rows(
+        conn, "SELECT DISTINCT coalesce(r.edition, 'helm-0.5.16') AS edition FROM target_runs t "
+              f"JOIN {_q(catalog, 'runs')} r ON r.suite = t.suite AND r.run_name = t.run_name ORDER BY 1")]
     return jsonable({
-        "target": target.name, "mode": target.mode, "suites": target.suites, "top": top,
+        "target": target.name, "mode": target.mode, "suites": target.suites, "top": top, "editions": editions,
         "groups": group_list, "tables": tables, "metrics": metrics,
         "runs": run_list, "run_index": run_index, "tiers": tier_counts,
         "comparison": comparison, "has_comparison": bool(comparison["rows"]),

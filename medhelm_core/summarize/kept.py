@@ -13,6 +13,7 @@ import logging
 
 import duckdb
 
+from medhelm_core.resources import ddl
 from medhelm_core.summarize.sql_models import load_sql_models
 
 log = logging.getLogger(__name__)
@@ -60,4 +61,6 @@ def keep_target_tables(conn: duckdb.DuckDBPyConnection, target: str, tables: lis
 def keep_current_target(conn: duckdb.DuckDBPyConnection) -> tuple[str, int]:
     """Keep the tables of the target the SQL models were just built for (`summarize_target`)."""
     target = conn.execute("SELECT DISTINCT target FROM summarize_target").fetchone()[0]
-    return target, keep_target_tables(conn, target, list(load_sql_models()))
+    kept = keep_target_tables(conn, target, list(load_sql_models()))
+    conn.execute(ddl("edition_cells"))  # views over the kept tables, which exist from now on
+    return target, kept

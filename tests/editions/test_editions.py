@@ -99,3 +99,26 @@ def test_medhelm_summarize_needs_a_suite_under_medhelm_080(capsys, tmp_path):
     # HELM 0.5.16 summarizes the suite "default" then, which has no runs here.
     assert summarize_main(["--output-path", str(tmp_path)]) == 2
     assert "does not exist (run medhelm-run first)" in capsys.readouterr().err
+
+
+def test_health_admin_bench_stops_before_any_call_saying_what_it_needs(tmp_path, capsys, monkeypatch):
+    """medhelm 0.8.0's public conf names health_admin_bench (a Playwright agent against a remote portal):
+    its run entry expands and lists, and a run stops before anything is asked, in one line."""
+    from assets.cli import run_main
+
+    conf = tmp_path / "public.conf"
+    conf.write_text('entries: [{description: "health_admin_bench:task_set=prior_auth,difficulty=easy,'
+                    'task_ids=emr-easy-1,model=openai/gpt-4o-2024-05-13,model_deployment=openai/gpt-4o-2024-05-13", '
+                    'priority: 1}]\n')
+    monkeypatch.delenv("HEALTH_ADMIN_BENCH_ROOT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    base = ["--conf-paths", str(conf), "--suite", "s", "--max-eval-instances", "1", "--edition", "medhelm-0.8.0",
+            "--output-path", str(tmp_path / "out")]
+    assert run_main(base + ["--dry-run"]) == 0
+    assert capsys.readouterr().out.split() == [
+        "health_admin_bench:model=openai_gpt-4o-2024-05-13,model_deployment=openai_gpt-4o-2024-05-13"]
+    assert run_main(base) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "health_admin_bench runs a Playwright agent against https://emrportal.vercel.app" in err[0]
+    assert "a HealthAdminBench checkout with benchmark/v2/tasks" in err[0]
+    assert not (tmp_path / "out" / "medhelm.duckdb").exists()  # nothing written, nothing asked

@@ -126,17 +126,26 @@ def test_display_files_equal_helm(built, suite, run):
                 assert o_stats[k] == pytest.approx(v, abs=1e-9), k
 
 
-def test_the_other_edition_in_the_same_output_asks_nothing_again_and_matches_its_golden(built, mock_server, capsys):
-    """One output folder holds both editions: the other edition's suite reuses every stored answer
-    (the completion cache is edition-free) and still reproduces that edition's golden files."""
+@pytest.fixture(scope="module")
+def other_edition(built, mock_server):
+    """The other edition's oracle-cfg suite, run into the same output folder (`cfg-<edition>`)."""
     other = next(e for e in EDITIONS if e != built["edition"])
     before = mock_server.stats()["total_requests"]
     assert run_main(["--conf-paths", SUITES["oracle-cfg"], "--suite", f"cfg-{other}", "--max-eval-instances", "50",
                      "--edition", other, "--output-path", "benchmark_output", "--local-path", "work/prod_env"]) == 0
-    assert mock_server.stats()["total_requests"] == before
+    return {"edition": other, "suite": f"cfg-{other}", "new_calls": mock_server.stats()["total_requests"] - before}
+
+
+def test_the_other_edition_in_the_same_output_asks_nothing_again_and_matches_its_golden(built, other_edition,
+                                                                                        mock_server, capsys):
+    """One output folder holds both editions: the other edition's suite reuses every stored answer
+    (the completion cache is edition-free) and still reproduces that edition's golden files."""
+    other = other_edition["edition"]
+    assert other_edition["new_calls"] == 0
+    before = mock_server.stats()["total_requests"]
     gold = EDITIONS[other] / "benchmark_output" / "runs" / "oracle-cfg"
     for run in run_dirs(EDITIONS[other], "oracle-cfg"):
-        ours = built["out"] / "runs" / f"cfg-{other}" / run.name
+        ours = built["out"] / "runs" / other_edition["suite"] / run.name
         g_states, o_states = load(run / "scenario_state.json"), load(ours / "scenario_state.json")
         assert [s["result"]["completions"] for s in o_states["request_states"]] == \
             [s["result"]["completions"] for s in g_states["request_states"]]
@@ -148,3 +157,46 @@ def test_the_other_edition_in_the_same_output_asks_nothing_again_and_matches_its
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "would mix editions" in err[0] and "EXACT-MATCH-DEMO" in err[0]
     assert built["edition"] in err[0] and mock_server.stats()["total_requests"] == before
+
+
+def _golden_stat_differences() -> tuple[set, set]:
+    """(stats that differ, stats only under medhelm) per run between the two golden oracle-cfg suites,
+    read from the golden files themselves (what ../shared/oracle/medhelm-0.8.0/compare lists)."""
+    differ, only_b = set(), set()
+    for run in run_dirs(SYNTHETIC, "oracle-cfg"):
+        key = lambda s: (s["name"]["name"], s["name"]["split"], (s["name"].get("perturbation") or {}).get("name"))
+        a = {key(s): s for s in load(run / "stats.json")}
+        b = {key(s): s for s in load(SYNTHETIC_080 / "benchmark_output" / "runs" / "oracle-cfg" / run.name / "stats.json")}
+        for k in a.keys() & b.keys():
+            if k[0] not in EXEMPT and (a[k].get("mean"), a[k]["count"]) != (b[k].get("mean"), b[k]["count"]):
+                differ.add((run.name, *k))
+        only_b |= {(run.name, *k) for k in b.keys() - a.keys()}
+        assert not a.keys() - b.keys()
+    return differ, only_b
+
+
+def test_edition_diff_names_the_differences_between_the_two_goldens(built, other_edition):
+    suites = {built["edition"]: "oracle-cfg", other_edition["edition"]: other_edition["suite"]}
+    for suite in suites.values():
+        assert summarize_main(["--suite", suite, "--output-path", "benchmark_output", "--auto-generate-schema"]) == 0
+    con = duckdb.connect(str(built["out"] / "medhelm.duckdb"), read_only=True)
+    try:
+        pairs = con.execute("SELECT suite_a, edition_a, suite_b, edition_b, shared_runs FROM edition_pairs").fetchall()
+        assert pairs == [(suites["helm-0.5.16"], "helm-0.5.16", suites["medhelm-0.8.0"], "medhelm-0.8.0", 6)]
+        rows = con.execute("SELECT run_name, stat, split, perturbation_name, status FROM edition_diff"
+                           " WHERE status <> 'equal' AND NOT volatile").fetchall()
+        cells = con.execute("SELECT table_name, display_name, column_name, value_a, value_b FROM edition_diff_cells"
+                            " WHERE moved ORDER BY ALL").fetchall()
+    finally:
+        con.close()
+    differ, only_b = _golden_stat_differences()
+    assert {r[:4] for r in rows if r[4] == "different"} == differ and len(differ) > 30
+    assert {r[:4] for r in rows if r[4] == "only_b"} == only_b
+    assert not [r for r in rows if r[4] == "only_a"]
+    # The cells that move are the ones compare/synthetic-oracle-cfg.txt names: EXACT-MATCH-DEMO's EM,
+    # ROUGE-DEMO's columns, and the main table's mean win rate (0.5/0.5 -> 0.25/0.75).
+    moved = {(t.split("_name:")[0], c) for t, _, c, _, _ in cells}
+    assert ("EXACT-MATCH-DEMO", "EM") in moved and ("ROUGE-DEMO", "ROUGE-1") in moved
+    win = sorted((a, b) for t, _, c, a, b in cells if c == "Mean win rate" and t.startswith("main_metric"))
+    assert win == [(0.5, 0.25), (0.5, 0.75)]
+    assert not any(t.startswith("JURY-DEMO") for t, _ in moved)

@@ -408,7 +408,7 @@ def _insert_run(conn, suite, name, groups, model, stats, scenario_args=None):
             "scenario_spec": {"class_name": "x.S", "args": scenario_args or {}},
             "adapter_spec": {"method": "generation", "model_deployment": model, "model": model, "temperature": 0.0},
             "metric_specs": [], "groups": groups}
-    conn.execute("INSERT INTO runs VALUES (?, ?, ?, NULL, ?)", [suite, name, json.dumps(spec), f"o/runs/{suite}/{name}"])
+    conn.execute("INSERT INTO runs (suite, run_name, run_spec, scenario_metadata, run_path) VALUES (?, ?, ?, NULL, ?)", [suite, name, json.dumps(spec), f"o/runs/{suite}/{name}"])
     for i, (mname, split, sub, pert, count, total) in enumerate(stats):
         conn.execute("INSERT INTO run_stats VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
                      [suite, name, i, mname, split, sub,

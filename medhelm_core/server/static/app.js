@@ -610,7 +610,8 @@ async function main() {
     return;
   }
   const m = state.meta;
-  document.getElementById("target").textContent = `${m.mode} ${m.target}` + (m.suites.length > 1 || m.mode === "release" ? ` (suites: ${m.suites.join(", ")})` : "");
+  document.getElementById("target").textContent = `${m.mode} ${m.target}` + (m.suites.length > 1 || m.mode === "release" ? ` (suites: ${m.suites.join(", ")})` : "")
+    + ((m.editions || []).length ? ` · edition ${m.editions.join(", ")}` : "");
   const priv = document.getElementById("privacy");
   const nPrivate = Object.entries(m.tiers || {}).filter(([t]) => t !== "public").reduce((a, [, n]) => a + n, 0);
   if (STATIC) { priv.className = "privacy shared"; priv.textContent = "shareable copy: private-tier text redacted"; }

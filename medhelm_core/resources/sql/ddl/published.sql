@@ -87,6 +87,9 @@ CREATE TABLE IF NOT EXISTS leaderboard_comparison (
 -- A cell empty on both sides is `equal` but says nothing: counted apart from the valued cells.
 ALTER TABLE leaderboard_comparison ADD COLUMN IF NOT EXISTS both_missing BOOLEAN;
 
+-- The upstream edition the rebuilt side reproduces (medhelm_core.editions; published runs: helm-0.5.16).
+ALTER TABLE leaderboard_comparison ADD COLUMN IF NOT EXISTS edition VARCHAR;
+
 CREATE TABLE IF NOT EXISTS rescore_comparison (
         suite VARCHAR, run_name VARCHAR, level VARCHAR, instance_id VARCHAR, train_trial_index INTEGER,
         name VARCHAR, split VARCHAR, sub_split VARCHAR, perturbation_name VARCHAR, occurrence INTEGER,
