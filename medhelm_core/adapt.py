@@ -3,6 +3,8 @@
 * `assign_instance_ids` / `downsample_eval_instances`: `scenario.with_instance_ids` and
   `runner.downsample_eval_instances` (seed-0 legacy-NumPy permutation over valid+test).
 * `render_prompt`: the generation and multiple_choice_joint prompt layouts, byte for byte.
+* `chat_request`: HELM's ChatAdapter (`method: chat`): the instance's `input.messages` sent as the
+  request's `messages`, with an empty prompt (no instructions, prefixes or in-context examples).
 * `build_request_states`: one RequestState dict per (train trial, eval instance), in HELM's order.
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from medhelm_core.helm_types import (
+    ADAPT_CHAT,
     ADAPT_GENERATION,
     ADAPT_MULTIPLE_CHOICE_JOINT,
     CORRECT_TAG,
@@ -186,6 +189,23 @@ def make_request(spec: dict, prompt: str) -> dict:
     return request
 
 
+def chat_request(spec: dict, inst: dict) -> dict:
+    """HELM's ChatAdapter request: `Request(model, model_deployment, messages=input.messages,
+    num_completions, temperature, max_tokens, stop_sequences, random, image_generation_parameters)`,
+    so `prompt` keeps its default "" and `messages` comes last of the fields it sets (HELM's field
+    order). The adapter spec's instructions and prefixes are not used; HELM refuses an instance
+    without messages."""
+    messages = (inst.get("input") or {}).get("messages")
+    if messages is None:
+        raise MedhelmError(f"instance {inst.get('id')!r}: ChatAdapter requires input.messages of instances "
+                           "to be non-empty")
+    request = make_request(spec, "")  # the generation fields, in HELM's order (random included)
+    request["messages"] = messages
+    if spec.get("image_generation_parameters") is not None:
+        request["image_generation_parameters"] = spec["image_generation_parameters"]
+    return request
+
+
 PromptFitter = Callable[[str, int], tuple[str, bool]]
 
 
@@ -194,9 +214,11 @@ def build_request_states(spec: dict, instances: list[dict],
     """Request states for the (already sampled) instances, in HELM's adapter order.
 
     `fit_prompt(prompt, max_tokens) -> (prompt, truncated)` is the deployment's context-window
-    fitting (HELM's `truncate_from_right`); None means the prompt always fits.
+    fitting (HELM's `truncate_from_right`); None means the prompt always fits. A chat request
+    (ADAPT_CHAT) is never fitted: HELM's ChatAdapter neither uses the in-context examples it is
+    given nor truncates.
     """
-    if spec["method"] not in (ADAPT_GENERATION, ADAPT_MULTIPLE_CHOICE_JOINT):
+    if spec["method"] not in (ADAPT_GENERATION, ADAPT_MULTIPLE_CHOICE_JOINT, ADAPT_CHAT):
         raise MedhelmError(f"adaptation method {spec['method']!r} is not supported")
     train = [i for i in instances if i["split"] == TRAIN_SPLIT]
     evals = [i for i in instances if i["split"] in EVAL_SPLITS]
@@ -205,6 +227,10 @@ def build_request_states(spec: dict, instances: list[dict],
         examples = sample_train_examples(list(train), trial, spec["max_train_instances"],
                                          spec.get("sample_train", True))
         for inst in evals:
+            if spec["method"] == ADAPT_CHAT:
+                states.append({"instance": inst, "train_trial_index": trial, "request": chat_request(spec, inst),
+                               "num_train_instances": 0, "prompt_truncated": False, "num_conditioning_tokens": 0})
+                continue
             # Drop in-context examples from the end until the prompt fits (HELM's _make_prompt_fit).
             shots = list(examples)
             prompt = render_prompt(spec, shots, inst)

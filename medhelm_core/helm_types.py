@@ -14,6 +14,7 @@ EVAL_SPLITS = (VALID_SPLIT, TEST_SPLIT)
 
 ADAPT_GENERATION = "generation"
 ADAPT_MULTIPLE_CHOICE_JOINT = "multiple_choice_joint"
+ADAPT_CHAT = "chat"
 
 # AdapterSpec fields in HELM's declaration order, with their dataclass defaults.
 ADAPTER_SPEC_DEFAULTS: dict[str, Any] = {
@@ -63,10 +64,11 @@ DATA_AUGMENTER_SPEC_DEFAULT: dict[str, Any] = {
 
 
 # Fields whose value is a plain dict in HELM (ObjectSpec.args, Instance.extra_data,
-# RequestState.annotations / output_mapping): `dataclasses.asdict` copies plain dicts as they are,
+# RequestState.annotations / output_mapping; Input.messages and Request.messages, lists of plain
+# dicts): `dataclasses.asdict` copies plain dicts as they are,
 # so None values inside them survive (`"category": null` in head_qa's scenario args, a jury's
 # `"prompt_text": null`, ehr_sql's `"query_error": null`).
-PLAIN_DICT_FIELDS = frozenset({"args", "extra_data", "annotations", "output_mapping"})
+PLAIN_DICT_FIELDS = frozenset({"args", "extra_data", "annotations", "output_mapping", "messages"})
 
 
 def drop_nones(obj: Any) -> Any:

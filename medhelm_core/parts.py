@@ -6,8 +6,8 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Protocol
 
 
 class InstanceLoader(Protocol):
@@ -40,6 +40,27 @@ class ScenarioDef:
 
 
 @dataclass(frozen=True)
+class JudgeCall:
+    """One question a judge is asked about a request state. `label` names it among the judge's
+    calls (the verdict's `annotator` column is `<jury name>/<label>`); None for the one call of
+    a plain jury."""
+
+    label: Optional[str]
+    prompt: str
+
+
+@dataclass(frozen=True)
+class JuryAnnotation:
+    """What an annotator with its own `annotate` makes of its judges' verdicts: HELM's annotation
+    (`request_state.annotations[name]`), and per judge a summary stored beside it (a
+    `judge_verdicts` row of status `summary`: e.g. the corrected score next to HELM's). The
+    summaries never change HELM's numbers."""
+
+    annotation: dict[str, Any]
+    summaries: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class JuryDef:
     """What an LLM-as-jury annotator (HELM's `LLMAsJuryAnnotator` subclasses) needs to run.
 
@@ -47,12 +68,26 @@ class JuryDef:
     `prompt_template` uses `{QUESTION}`, `{RESPONSE}`, `{GOLD_RESPONSE}`; `criteria` maps each
     criterion to the sub-keys a judge's JSON must contain; `judges` maps the judge name to
     `{"model_name": ..., "model_deployment": ...}` in the order they are asked.
+
+    By default every judge is asked one question, `prompt_template` filled in, and HELM's
+    annotation keeps each judge's parsed JSON (`jury.assemble_annotation`). An annotator whose
+    judges are asked several questions (HealthBench: one per rubric item, then a physician
+    comparison) gives both of:
+
+    * `calls(request_state) -> {judge: [JudgeCall, ...]} | None`: each judge's questions in the
+      order HELM asks them (a judge left out is not asked); None when nothing is asked (HELM's
+      empty-output skip: the annotation is `{"prompt_text": None, ...}`);
+    * `annotate(request_state, {judge: [Verdict, ...]}) -> JuryAnnotation`: HELM's annotation
+      from every judge's verdicts, one per call in the same order (each parsed with `criteria`).
+      It may raise `MedhelmError` where HELM's annotator raises (the run fails).
     """
 
     name: str
     prompt_template: str
     criteria: dict[str, list[str]]
     judges: dict[str, dict[str, str]]
+    calls: Optional[Callable[[dict[str, Any]], Optional[dict[str, list[JudgeCall]]]]] = None
+    annotate: Optional[Callable[[dict[str, Any], dict[str, list[Any]]], JuryAnnotation]] = None
 
 
 @dataclass(frozen=True)

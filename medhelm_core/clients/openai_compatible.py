@@ -2,9 +2,12 @@
 
 `OpenAICompatibleClient` talks to any OpenAI-compatible endpoint through the `openai` SDK and maps
 the request exactly as HELM's `OpenAIClient._make_chat_raw_request` does: the prompt becomes one
-user message; reasoning models (engine `o<digit>…` or `gpt-5…`) get `max_completion_tokens` and
-no temperature/top_p/penalties; the answer goes through the deployment's output processor and
-HELM's `truncate_sequence`. `attempt()` sends a request once and classifies the outcome (`Attempt`:
+user message, or a request's `messages` (HELM's ChatAdapter) are sent as they are, after HELM's
+checks (not both a prompt and messages; every message has a role and a content; the last one is
+the user's: otherwise HELM raises and the run fails, here a `fatal` attempt); reasoning models
+(engine `o<digit>…` or `gpt-5…`) get `max_completion_tokens` and no temperature/top_p/penalties;
+the answer goes through the deployment's output processor and HELM's `truncate_sequence`.
+`attempt()` sends a request once and classifies the outcome (`Attempt`:
 ok / content_filter / rate_limited / server_error / timeout / connection / fatal / fatal_endpoint),
 with the rate-limit headers and the token usage the API reported; the completion engine schedules
 retries, limits and costs around it. Content-policy blocks become HELM's non-fatal empty
@@ -61,6 +64,22 @@ def remove_deepseek_r1_thinking(text: str) -> str:
     return ""
 
 
+def chat_messages(request: dict) -> list[dict[str, Any]]:
+    """The `messages` HELM's OpenAIClient sends: the request's own (ChatAdapter), checked as HELM
+    checks them, or the prompt as one user message."""
+    messages = request.get("messages")
+    if messages is None:
+        return [{"role": "user", "content": request["prompt"]}]
+    if request.get("prompt"):
+        raise ValueError("More than one of `prompt`, `messages` and `multimodal_prompt` was set in request")
+    for message in messages:
+        if not message.get("role") or not message.get("content"):
+            raise ValueError("All messages must have a role and content")
+    if not messages or messages[-1]["role"] != "user":  # HELM: IndexError on [], ValueError otherwise
+        raise ValueError("Last message must have role 'user'")
+    return messages
+
+
 OUTPUT_PROCESSORS: dict[str, Callable[[str], str]] = {
     "helm.benchmark.metrics.output_processors.remove_deepseek_r1_thinking": remove_deepseek_r1_thinking,
 }
@@ -91,10 +110,11 @@ class OpenAICompatibleClient:
         return redact(text, self._secret)
 
     def raw_request(self, request: dict) -> dict[str, Any]:
+        """The body of HELM's `chat.completions.create(**raw_request)`; ValueError where HELM raises."""
         engine = request["model"].split("/", 1)[1] if "/" in request["model"] else request["model"]
         raw: dict[str, Any] = {
             "model": self.openai_model_name or engine,
-            "messages": [{"role": "user", "content": request["prompt"]}],
+            "messages": chat_messages(request),
             "temperature": request["temperature"],
             "top_p": request["top_p"],
             "n": request["num_completions"],
@@ -114,7 +134,11 @@ class OpenAICompatibleClient:
 
     def attempt(self, request: dict, raw: dict[str, Any] | None = None) -> Attempt:
         """Send the request once and classify what came back. Never raises for HTTP outcomes."""
-        raw = raw if raw is not None else self.raw_request(request)
+        if raw is None:
+            try:
+                raw = self.raw_request(request)
+            except ValueError as e:  # HELM raises before sending: the run fails
+                return Attempt(FATAL, message=f"invalid request: {e}")
         start = time.time()
         try:
             if self.slots is not None:
@@ -190,7 +214,10 @@ class OpenAICompatibleClient:
         """Returns a RequestResult dict (with `_attempts`); raises `RequestFailed` when retries are
         exhausted or the error is fatal (HELM aborts the run then). The engine does not use this:
         it calls `attempt()` and schedules retries itself."""
-        raw = self.raw_request(request)
+        try:
+            raw = self.raw_request(request)
+        except ValueError as e:
+            raise RequestFailed(f"invalid request: {e}", attempts=0) from None
         attempt = 0
         while True:
             attempt += 1

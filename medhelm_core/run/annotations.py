@@ -92,13 +92,14 @@ class JuryPlan:
         return follow_up
 
     def judge_jobs(self, st: dict) -> list[Job]:
-        """The judge calls of one request state (none when its output is empty)."""
+        """The judge calls of one request state (none when its output is empty); a question asked
+        twice is one request (the engine asks each key once)."""
         jobs = []
         for j in self.juries:
-            prompt = jury.jury_prompt(j, st)
-            if prompt is not None:
-                for info in j.judges.values():
-                    req = jury.judge_request(info, prompt)
+            for judge, calls in (jury.judge_calls(j, st) or {}).items():
+                info = j.judges[judge]
+                for call in calls:
+                    req = jury.judge_request(info, call.prompt)
                     jobs.append(Job(request_key(info["model_deployment"], req), info["model_deployment"], req,
                                     stage="judge"))
         return jobs
@@ -124,32 +125,45 @@ def write_annotations(ws: Workspace, plan: JuryPlan, states: list[dict], results
     for pos, st in enumerate(states):
         iid = st["instance"]["id"]
         for j in plan.juries:
-            prompt = jury.jury_prompt(j, st)
-            verdicts, keyed = [], {}
-            if prompt is None:
-                verdicts = [jury.Verdict(name, jury.SKIPPED_EMPTY_OUTPUT) for name in j.judges]
-                keyed = {name: None for name in j.judges}
+            calls = jury.judge_calls(j, st)
+            verdicts: dict[str, list[jury.Verdict]] = {}
+            keyed: list[str | None] = []  # the request key of each verdict, in row order
+            if calls is None:
+                for name in j.judges:
+                    verdicts[name] = [jury.Verdict(name, jury.SKIPPED_EMPTY_OUTPUT)]
+                    keyed.append(None)
             else:
-                for judge, info in j.judges.items():
-                    key = request_key(info["model_deployment"], jury.judge_request(info, prompt))
-                    keyed[judge] = key
-                    result = results.get(key)
+                for judge, judge_calls in calls.items():
+                    info = j.judges[judge]
                     view = ws.completion_view(info["model_deployment"])
-                    if result is not None and view is not None:
-                        result = view(result, jury.judge_request(info, prompt))
-                    if result is None or not result.get("success"):
-                        err = report.errors.get(key) or (result or {}).get("error") or "request failed"
-                        verdicts.append(jury.Verdict(judge, jury.REQUEST_FAILED, error=err))
-                    else:
-                        verdicts.append(jury.parse_judge_output(j, judge, result["completions"][0]["text"],
-                                                                ws.switches.jury_validation))
-            for v in verdicts:
+                    verdicts[judge] = []  # a judge with no question is still one the annotator asked
+                    for call in judge_calls:
+                        req = jury.judge_request(info, call.prompt)
+                        key = request_key(info["model_deployment"], req)
+                        keyed.append(key)
+                        result = results.get(key)
+                        if result is not None and view is not None:
+                            result = view(result, req)
+                        if result is None or not result.get("success"):
+                            err = report.errors.get(key) or (result or {}).get("error") or "request failed"
+                            v = jury.Verdict(judge, jury.REQUEST_FAILED, error=err)
+                        else:
+                            v = jury.parse_judge_output(j, judge, result["completions"][0]["text"],
+                                                        ws.switches.jury_validation)
+                        v.call = call.label
+                        verdicts[judge].append(v)
+            for v, key in zip((v for vs in verdicts.values() for v in vs), keyed):
                 counts[v.status] = counts.get(v.status, 0) + 1
-                verdict_rows.append((run.suite, run.run_name, pos, iid, j.name, v.judge,
-                                     j.judges[v.judge]["model_deployment"], v.status, keyed.get(v.judge), v.raw_text,
+                verdict_rows.append((run.suite, run.run_name, pos, iid, jury.verdict_annotator(j, v.call), v.judge,
+                                     j.judges[v.judge]["model_deployment"], v.status, key, v.raw_text,
                                      json.dumps(v.parsed) if v.parsed is not None else None, v.error))
+            outcome = jury.jury_annotation(j, st, calls, verdicts)
+            for judge, summary in outcome.summaries.items():  # beside HELM's annotation, never in it
+                verdict_rows.append((run.suite, run.run_name, pos, iid, j.name, judge,
+                                     j.judges[judge]["model_deployment"], jury.SUMMARY, None, None,
+                                     json.dumps(summary, ensure_ascii=False), None))
             ann_rows.append((run.suite, run.run_name, pos, iid, j.name,
-                             json.dumps(jury.assemble_annotation(prompt, verdicts), ensure_ascii=False)))
+                             json.dumps(outcome.annotation, ensure_ascii=False)))
     for pos, st in enumerate(states):  # local annotators (e.g. EhrSqlAnnotator): no model, no verdicts
         for la in plan.local_annotators:
             ann_rows.append((run.suite, run.run_name, pos, st["instance"]["id"], la.name,

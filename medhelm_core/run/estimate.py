@@ -114,7 +114,8 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
                 row.reused += 1
                 continue
             row.calls += 1
-            row.prompt_tokens += count(dep, req["prompt"])
+            row.prompt_tokens += count(dep, req["prompt"] if req.get("messages") is None  # chat: what is sent
+                                       else "\n".join(str(m.get("content", "")) for m in req["messages"]))
             row.output_tokens += req["max_tokens"] * max(1, req.get("num_completions") or 1)
         row.usd = price(dep, row.prompt_tokens, row.output_tokens)
         row.approximate = row.calls > 0 and approximate(dep)
@@ -131,17 +132,19 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
                 placeholder = result is None
                 filled = {**st, "result": result if result is not None else
                           {"completions": [{"text": "x"}]}}
-                prompt = jury.jury_prompt(j, filled)
-                if prompt is None:
+                calls = jury.judge_calls(j, filled)
+                if calls is None:
                     continue  # a stored empty answer: HELM asks no judge
-                for info in j.judges.values():
+                for judge, judge_calls in calls.items():
+                    info = j.judges[judge]
                     jdep = info["model_deployment"]
-                    req = jury.judge_request(info, prompt)
-                    tokens = count(jdep, prompt)
-                    if placeholder:
-                        tokens += st["request"]["max_tokens"] - count(jdep, "x")
-                    judge_jobs.append((jdep, "" if placeholder else request_key(jdep, req), tokens,
-                                       req["max_tokens"]))
+                    for call in judge_calls:
+                        req = jury.judge_request(info, call.prompt)
+                        tokens = count(jdep, call.prompt)
+                        if placeholder:
+                            tokens += st["request"]["max_tokens"] - count(jdep, "x")
+                        judge_jobs.append((jdep, "" if placeholder else request_key(jdep, req), tokens,
+                                           req["max_tokens"]))
         judge_stored = _stored_results(ws, [k for _, k, _, _ in judge_jobs if k])
         for jdep, k, tokens, out_tokens in judge_jobs:
             jr = judge_rows.setdefault(jdep, EstimateRow(spec["name"], "judge", jdep))

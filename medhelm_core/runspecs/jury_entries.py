@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from medhelm_core.helm_types import annotator_spec, generation_adapter_spec, run_spec, scenario_spec
+from medhelm_core.helm_types import adapter_spec, annotator_spec, generation_adapter_spec, run_spec, scenario_spec
 from medhelm_core.jury.judges import annotator_models_from_config
 from medhelm_core.runspecs.metric_bundles import (
+    basic_metric_specs,
     llm_jury_metric_spec,
     summarization_metric_args,
     summarization_metric_specs,
@@ -37,4 +38,23 @@ def build_jury_run_spec(bench, scenario_args: dict[str, Any], jury_config_path: 
         metric_specs=metrics,
         groups=text["groups"],
         annotators=annotators,
+    )
+
+
+def build_rubric_jury_run_spec(bench, jury_config_path: str | None = None) -> dict[str, Any]:
+    """medhelm 0.8.0's HealthBench entries: the adapter as the text gives it (HELM's chat adapter),
+    LLMJuryMetric plus `get_basic_metric_specs([])` (no summarization metrics), and the benchmark's
+    rubric annotator on the judges of `jury_config_path`."""
+    text = bench.text["run_spec"]
+    models = annotator_models_from_config(jury_config_path, entry=bench.name)
+    jury = text["jury_metric"]
+    metrics = [llm_jury_metric_spec(jury["metric_name"], jury["scenario_name"], models,
+                                    default_score=jury["default_score"])] + basic_metric_specs([])
+    return run_spec(
+        name=text["name"],
+        scenario=scenario_spec(text["scenario_class"], {}),
+        adapter=adapter_spec(**text["adapter"]),
+        metric_specs=metrics,
+        groups=text["groups"],
+        annotators=[annotator_spec(text["annotator_class"], {"annotator_models": {k: dict(v) for k, v in models.items()}})],
     )

@@ -3,11 +3,8 @@ its harness ran them: its inputs laid out as `work/`, its data files as our data
 (the base mock plus the HealthBench and SCT-Bench graders) on loopback, N=18, suite `new-benchmarks`."""
 from __future__ import annotations
 
-import contextlib
 import re
 from pathlib import Path
-from typing import Iterator
-
 import pytest
 
 from assets.cli import run_main, summarize_main
@@ -26,10 +23,14 @@ def golden_runs(benchmark: str) -> list[str]:
     return sorted(p.name for p in GOLD.iterdir() if p.is_dir() and re.split("[:]", p.name)[0] == benchmark)
 
 
-@contextlib.contextmanager
-def new_benchmarks_run(root: Path, benchmarks: list[str], summarize: bool = False) -> Iterator[Path]:
-    """medhelm-run (edition medhelm-0.8.0) of the conf lines of `benchmarks` in `root`; yields the
-    output folder. The conf keeps the golden conf's order, so instance ids and ordering match."""
+ALL = ["sct_bench", "health_bench", "health_bench_professional", "medxpert_qa_text", "healthqa_br",
+       "mmlu_clinical_afr", "synt_family_disclosure", "synt_right_of_access", "synt_written_consent"]
+
+
+def new_benchmarks_run(root: Path, benchmarks: list[str], summarize: bool = False) -> Path:
+    """medhelm-run (edition medhelm-0.8.0) of the conf lines of `benchmarks` in `root` (then
+    medhelm-summarize with the edition's schema); returns the output folder. The conf keeps the
+    golden conf's order, so instance ids and ordering match."""
     mock = MockServer(script=MOCK)
     mp = pytest.MonkeyPatch()
     try:
@@ -47,7 +48,7 @@ def new_benchmarks_run(root: Path, benchmarks: list[str], summarize: bool = Fals
                          "--output-path", "benchmark_output", "--local-path", "work/prod_env"]) == 0
         if summarize:
             assert summarize_main(["--suite", SUITE, "--output-path", "benchmark_output"]) == 0
-        yield root / "benchmark_output"
+        return root / "benchmark_output"
     finally:
         mp.undo()
         mock.close()

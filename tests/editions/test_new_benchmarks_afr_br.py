@@ -11,17 +11,11 @@ from medhelm_core.catalog import load_catalog
 from medhelm_core.editions import DEFAULT_EDITION
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import drop_nones
-from tests.editions.new_benchmarks import assert_run_equals_medhelm, golden_runs, new_benchmarks_run
+from tests.editions.new_benchmarks import assert_run_equals_medhelm, golden_runs
 
 BENCHMARKS = ["healthqa_br", "mmlu_clinical_afr"]
 RUNS = [run for benchmark in BENCHMARKS for run in golden_runs(benchmark)]
 AFR_CLASS = "helm.benchmark.scenarios.mmlu_clinical_afr_scenario.MMLU_Clinical_Afr_Scenario"
-
-
-@pytest.fixture(scope="module")
-def out(tmp_path_factory):
-    with new_benchmarks_run(tmp_path_factory.mktemp("new_benchmarks_afr_br"), BENCHMARKS) as output:
-        yield output
 
 
 def test_every_benchmark_has_golden_runs():

@@ -6,16 +6,10 @@ from __future__ import annotations
 import pytest
 
 from assets.cli import run_main
-from tests.editions.new_benchmarks import assert_run_equals_medhelm, golden_runs, new_benchmarks_run
+from tests.editions.new_benchmarks import assert_run_equals_medhelm, golden_runs
 
 BENCHMARKS = ["synt_family_disclosure", "synt_right_of_access", "synt_written_consent", "medxpert_qa_text"]
 RUNS = [run for benchmark in BENCHMARKS for run in golden_runs(benchmark)]
-
-
-@pytest.fixture(scope="module")
-def out(tmp_path_factory):
-    with new_benchmarks_run(tmp_path_factory.mktemp("new_benchmarks_mc"), BENCHMARKS) as output:
-        yield output
 
 
 def test_every_benchmark_has_golden_runs():

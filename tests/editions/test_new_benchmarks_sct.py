@@ -10,7 +10,7 @@ from medhelm_core.errors import MedhelmError
 from medhelm_core.metrics import create_metric
 from medhelm_core.metrics.base import EvalContext
 from medhelm_core.tokenizers import get_tokenizer
-from tests.editions.new_benchmarks import assert_run_equals_medhelm, golden_runs, new_benchmarks_run
+from tests.editions.new_benchmarks import assert_run_equals_medhelm, golden_runs
 
 EDITION = "medhelm-0.8.0"
 CLASS = "helm.benchmark.metrics.sct_bench_metrics.SCTBenchMetric"
@@ -28,12 +28,6 @@ def parse(text):
 
 
 # ----------------------------------------------------------------------------- golden runs
-@pytest.fixture(scope="module")
-def out(tmp_path_factory):
-    with new_benchmarks_run(tmp_path_factory.mktemp("new-benchmarks-sct"), ["sct_bench"]) as path:
-        yield path
-
-
 def test_the_golden_has_the_four_variants_of_both_models():
     assert len(RUNS) == 8
 

@@ -1,0 +1,11 @@
+"""`health_bench` (medhelm 0.8.0 `get_health_bench_run_spec(jury_config_path=None)`): HELM's chat
+adapter (the conversation's messages, max_tokens 512), LLMJuryMetric `health_bench_score`
+(default 0.0) plus `get_basic_metric_specs([])`, and HealthBenchAnnotator on the judges of
+`jury_config_path` (HELM's judges.yaml by default)."""
+from __future__ import annotations
+
+from medhelm_core.runspecs.jury_entries import build_rubric_jury_run_spec
+
+
+def run_spec(bench, jury_config_path: str | None = None) -> dict:
+    return build_rubric_jury_run_spec(bench, jury_config_path)
