@@ -234,7 +234,7 @@ def _check_suites_exist(output_path: str, suites: list[str]) -> dict[str, str]:
         raise MedhelmError(f"no runs in {output_path}: {store.path} does not exist (run medhelm-run first)")
     try:
         with store.connect(read_only=True) as conn:  # waits for a running writer, as the summarize would
-            rows = conn.execute("SELECT suite, list(DISTINCT coalesce(edition, ?) ORDER BY 1) FROM runs"
+            rows = conn.execute("SELECT suite, list_sort(list(DISTINCT coalesce(edition, ?))) FROM runs"
                                 " GROUP BY suite ORDER BY suite", [DEFAULT_EDITION]).fetchall()
     except duckdb.CatalogException:
         rows = []  # no `runs` table: nothing was ever run into this file
@@ -246,23 +246,12 @@ def _check_suites_exist(output_path: str, suites: list[str]) -> dict[str, str]:
     return {s: ", ".join(known[s]) for s in suites}
 
 
-def summarize_edition(asked: str | None, editions: dict[str, str]):
-    """The edition whose summarize defaults apply: the one the suites were run under (one for all)."""
-    from medhelm_core.editions import load_edition
-
-    found = sorted(set(editions.values()))
-    if len(found) > 1 or any("," in e for e in found):
-        raise MedhelmError("the suites were run under different editions (" +
-                           "; ".join(f"{s}: {e}" for s, e in editions.items()) + "): summarize them apart")
-    if asked is not None and found and asked != found[0]:
-        raise MedhelmError(f"--edition {asked}, but the runs of {', '.join(editions)} were made under {found[0]}")
-    return load_edition(asked or (found[0] if found else None))
-
-
 def _summarize(args) -> int:
     import dagster as dg
 
-    edition = summarize_edition(args.edition, _check_suites_exist(args.output_path, args.suites or [args.suite]))
+    from medhelm_core.editions import edition_of_suites
+
+    edition = edition_of_suites(_check_suites_exist(args.output_path, args.suites or [args.suite]), args.edition)
     if not args.schema_path and not args.auto_generate_schema:
         args.schema_path = str(edition.schema_path)
 

@@ -41,6 +41,7 @@ class Edition(BaseModel):
     jury_validation: Literal["strict", "top_level"] = "strict"
     schema_file: str = "schema_medhelm.yaml"
     summarize_default_suite: Optional[str] = "default"
+    group_table_stem_max: Optional[int] = None
 
     @property
     def is_default(self) -> bool:
@@ -88,3 +89,15 @@ def _load(name: str) -> Edition:
     if not edition.schema_path.is_file():
         raise MedhelmError(f"{path}: schema {edition.schema_file!r} is not in {SCHEMA_DIR}")
     return edition
+
+
+def edition_of_suites(editions: dict[str, str], asked: str | None = None) -> Edition:
+    """The edition whose summarize defaults apply to these suites (suite -> the edition(s) of its
+    runs, ", "-joined): the one they were run under, which must be one for all and `asked`'s if given."""
+    found = sorted(set(editions.values()))
+    if len(found) > 1 or any("," in e for e in found):
+        raise MedhelmError("the suites were run under different editions (" +
+                           "; ".join(f"{s}: {e}" for s, e in editions.items()) + "): summarize them apart")
+    if asked is not None and found and asked != found[0]:
+        raise MedhelmError(f"--edition {asked}, but the runs of {', '.join(editions)} were made under {found[0]}")
+    return load_edition(asked or (found[0] if found else None))

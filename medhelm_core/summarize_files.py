@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from medhelm_core.editions import DEFAULT_EDITION, load_edition
 from medhelm_core.run.scores import stored_run_outputs
 from medhelm_core.run.workspace import RunRef
 from medhelm_core.helm_files import run_dir, write_display_files
@@ -13,7 +14,12 @@ from medhelm_core.summarize.write import write_summarize_outputs
 
 def write_leaderboard_files(ws) -> dict:
     with ws.store.connect() as conn:
-        base = Path(write_summarize_outputs(conn, str(ws.output_path)))
+        # The edition the target's runs reproduce says how its files are named (one per target).
+        editions = [r[0] for r in conn.execute(
+            "SELECT DISTINCT coalesce(r.edition, ?) FROM runs r JOIN summarize_target t USING (suite)",
+            [DEFAULT_EDITION]).fetchall()]
+        edition = load_edition(editions[0] if len(editions) == 1 else None)
+        base = Path(write_summarize_outputs(conn, str(ws.output_path), max_stem=edition.group_table_stem_max))
         runs = conn.execute(
             "SELECT DISTINCT t.suite, t.run_name FROM target_runs t"
             " WHERE EXISTS (SELECT 1 FROM requests q WHERE q.suite = t.suite AND q.run_name = t.run_name)"

@@ -75,7 +75,8 @@ def tokenized_result(result: dict, request: dict, tokenize: Callable[[str], list
     then `truncate_sequence` (so a completion longer than max_tokens tokens is cut).
 
     `result` is the stored answer (0.5.16's: no tokens, already cut at stop sequences);
-    `untruncated` the texts before that cut (None where nothing was cut)."""
+    `untruncated` the texts as the API returned them (needed when the request has stop sequences:
+    `stop_cut_unknown`)."""
     if not result.get("success") or not result.get("completions"):
         return result
     completions = []
@@ -90,6 +91,12 @@ def tokenized_result(result: dict, request: dict, tokenize: Callable[[str], list
                 full[key] = c[key]
         completions.append(truncate_sequence(full, request))
     return {**result, "completions": completions}
+
+
+def stop_cut_unknown(request: dict, untruncated: list | None) -> bool:
+    """A stored answer whose text before HELM's stop cut is not known (stored before it was kept):
+    a tokenizing edition cannot redo the cut exactly."""
+    return bool(request.get("stop_sequences")) and not request.get("echo_prompt") and untruncated is None
 
 
 def headers_of(obj) -> dict[str, str]:
@@ -116,7 +123,8 @@ class Attempt:
     retry_after_s: float | None = None
     headers: dict[str, str] = field(default_factory=dict)  # rate-limit headers only
     usage: dict | None = None
-    # Completion texts before truncate_sequence cut them (None where it did not; see tokenized_result).
+    # The completion texts as the API returned them, when the request has stop sequences (so HELM's
+    # truncate_sequence may have cut them); None otherwise. See tokenized_result.
     untruncated: list | None = None
 
     @property

@@ -179,11 +179,13 @@ class OpenAICompatibleClient:
             if reasoning is not None:
                 completion["thinking"] = {"text": reasoning}
             completions.append(truncate_sequence(completion, request))
-            untruncated.append(text if completions[-1]["text"] != text else None)
+            untruncated.append(text)
         result = {"success": True, "embedding": [], "completions": completions, "cached": False,
                   "request_time": elapsed, "request_datetime": int(start)}
+        # The texts as the API returned them, for a request whose texts HELM cuts at a stop sequence
+        # (an edition that tokenizes completions redoes that cut itself: clients.base.tokenized_result).
         return Attempt(OK, result=result, status=200, headers=headers, usage=usage,
-                       untruncated=untruncated if any(t is not None for t in untruncated) else None)
+                       untruncated=untruncated if request.get("stop_sequences") else None)
 
     def _post(self, raw: dict[str, Any]):
         """POST /chat/completions through the SDK's client (auth, base URL, headers, timeouts and its

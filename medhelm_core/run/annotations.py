@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from medhelm_core import jury
+from medhelm_core.clients.base import stop_cut_unknown
 from medhelm_core.engine import EngineReport, FollowUp, Job
 from medhelm_core.errors import MedhelmError
 from medhelm_core.parts import LocalAnnotatorDef
@@ -44,7 +45,7 @@ def load_request_states(ws: Workspace, run: RunRef, with_annotations: bool = Tru
                 ann.setdefault(pos, {})[annotator] = json.loads(annotation)
     edition, recorded = entry if entry is not None else (None, None)
     run_ws, views = ws.for_edition(edition), {}
-    states = []
+    states, unknown = [], 0
     for pos, state, result, deployment, untruncated in rows:
         if result is None:
             raise MedhelmError(f"{run.run_name}: request {pos} has no completion yet; materialize completions first")
@@ -53,8 +54,15 @@ def load_request_states(ws: Workspace, run: RunRef, with_annotations: bool = Tru
             views[deployment] = run_ws.completion_view(deployment, json.loads(recorded) if recorded else None)
         view = views[deployment]
         if view is not None:  # the edition reads the answer as its client would have made it
-            result = view(result, st["request"], json.loads(untruncated) if untruncated else None)
+            untruncated = json.loads(untruncated) if untruncated else None
+            unknown += stop_cut_unknown(st["request"], untruncated)
+            result = view(result, st["request"], untruncated)
         states.append(request_state(st, result, ann.get(pos)))
+    if unknown:
+        raise MedhelmError(f"{run.run_name}: {unknown} of its answers were stored before medhelm-build kept the text "
+                           f"the API returned (completions.untruncated); {run_ws.edition} needs it to cut them at the "
+                           "stop sequence as its client does: run this suite under helm-0.5.16, or delete those "
+                           "completions rows to ask them again")
     return states
 
 

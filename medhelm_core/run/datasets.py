@@ -53,7 +53,7 @@ def scenario_key(scenario_spec: dict, catalog: Catalog) -> tuple[str, str]:
     """(key, content hash) of a dataset: scenario class + args + bytes of its data files.
     A changed data file gives a new key, so everything downstream is rebuilt."""
     defn = catalog.scenario(scenario_spec["class_name"])
-    files = existing_data_files(defn, scenario_spec["args"], scenario_partition_key(scenario_spec))
+    files = existing_data_files(defn, scenario_spec["args"], scenario_partition_key(scenario_spec, catalog.edition))
     content = stable_hash([(f, _file_digest(f)) for f in files])
     keyed = {"scenario_spec": scenario_spec, "content": content}
     if defn.edition_overlay is not None:

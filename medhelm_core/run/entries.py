@@ -79,10 +79,15 @@ def register_runs(ws: Workspace, suite: str, entries: list[tuple[Any, dict]]) ->
 
 
 def _deployment_json(ws: Workspace, name: str | None) -> str | None:
+    """What later readers need of the run's deployment (its client class and tokenizer), nothing else:
+    a deployment's arguments may hold credentials."""
     try:
-        return json.dumps(ws.deployment(name).model_dump(mode="json")) if name else None
+        dep = ws.deployment(name) if name else None
     except MedhelmError:
         return None  # validated before any call (run/preflight.py); registering does not need it
+    if dep is None:
+        return None
+    return json.dumps({"client_spec": {"class_name": dep.client_spec.class_name}, "tokenizer_name": dep.tokenizer_name})
 
 
 def editions_of(ws: Workspace, runs: list[RunRef]) -> dict[RunRef, str]:

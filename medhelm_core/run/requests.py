@@ -47,7 +47,7 @@ def build_requests(ws: Workspace, run: RunRef) -> dict:
         rows = conn.execute("SELECT instance FROM instances WHERE scenario_key = ? ORDER BY position",
                             [key]).fetchall()
     if built is None:
-        raise MedhelmError(f"{run.run_name}: dataset {scenario_partition_key(spec['scenario_spec'])!r} is not built "
+        raise MedhelmError(f"{run.run_name}: dataset {scenario_partition_key(spec['scenario_spec'], ws.edition)!r} is not built "
                            f"(materialize its {tier_of(spec, ws.catalog)}_datasets partition first)")
     instances = [json.loads(r[0]) for r in rows]
     sampled = adapt.downsample_eval_instances(instances, adapter_spec.get("max_eval_instances"),

@@ -208,8 +208,9 @@ def _completions_and_jury(ws: Workspace, run: RunRef, out: RunOutcome, with_jury
     if plan is not None:
         states = annotation_layer.load_request_states(ws, run, with_annotations=False)
         # Judge calls the follow-ups could not start (a text the edition cuts itself): asked now.
-        missing = [j for st in states for j in plan.judge_jobs(st) if j.key not in results]
-        if missing:
+        missing = [j for st in states for j in plan.judge_jobs(st)
+                   if j.key not in results and j.key not in out.judge.errors]
+        if missing and not out.judge.budget_stopped:
             more, extra = ws.engine(priority).run(missing)
             results = {**results, **more}
             out.judge.absorb(extra)

@@ -131,18 +131,18 @@ class Workspace:
         client_class, tokenizer_name = (dep.get("client_spec") or {}).get("class_name"), dep.get("tokenizer_name")
         if not self.switches.tokenizes_completions_of(client_class):
             return None
-        with _CLIENTS_LOCK:
-            if tokenizer_name not in self._views:
-                try:
-                    tokenize = get_tokenizer(tokenizer_name).tokenize
-                except (TokenizerError, MedhelmError) as e:
-                    raise MedhelmError(f"edition {self.edition} tokenizes the completions of {name} with its "
-                                       f"tokenizer {tokenizer_name}, which is not available: {e}") from None
+        view = self._views.get(tokenizer_name)
+        if view is None:  # a tokenizer may load a file: not under the clients' lock
+            try:
+                tokenize = get_tokenizer(tokenizer_name).tokenize
+            except (TokenizerError, MedhelmError) as e:
+                raise MedhelmError(f"edition {self.edition} tokenizes the completions of {name} with its "
+                                   f"tokenizer {tokenizer_name}, which is not available: {e}") from None
 
-                def view(result, request, untruncated=None, _tokenize=tokenize):
-                    return tokenized_result(result, request, _tokenize, untruncated)
-                self._views[tokenizer_name] = view
-            return self._views[tokenizer_name]
+            def made(result, request, untruncated=None, _tokenize=tokenize):
+                return tokenized_result(result, request, _tokenize, untruncated)
+            view = self._views.setdefault(tokenizer_name, made)
+        return view
 
     def token_counter(self, name: str) -> Callable[[str], int]:
         """Prompt tokens as the deployment's tokenizer counts them (~4 characters a token without one)."""

@@ -62,5 +62,6 @@ def keep_current_target(conn: duckdb.DuckDBPyConnection) -> tuple[str, int]:
     """Keep the tables of the target the SQL models were just built for (`summarize_target`)."""
     target = conn.execute("SELECT DISTINCT target FROM summarize_target").fetchone()[0]
     kept = keep_target_tables(conn, target, list(load_sql_models()))
-    conn.execute(ddl("edition_cells"))  # views over the kept tables, which exist from now on
+    for views in ("editions", "edition_cells"):  # over runs/run_stats and the kept tables, which exist from now on
+        conn.execute(ddl(views))
     return target, kept

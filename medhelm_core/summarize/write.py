@@ -7,6 +7,7 @@ string formatting (cell descriptions, URLs, LaTeX).
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import math
 import os
@@ -340,9 +341,23 @@ def run_release_path(output_path: str, mode: str, target: str) -> str:
     return os.path.join(output_path, "releases" if mode == "release" else "runs", target)
 
 
+def group_table_stem(group: str, table: str, max_stem: Optional[int] = None) -> str:
+    """The file stem of a group table's latex/json copy: `<group>_<table>`. medhelm 0.8.0 caps it at
+    `max_stem` characters (path separators made `_`; a longer stem keeps its head and gains `_` and
+    the first 16 hex digits of its SHA-1); HELM 0.5.16 (max_stem None) uses it as it is."""
+    if max_stem is None:
+        return f"{group}_{table}"
+    stem = f"{group}_{table or 'table'}".replace(os.path.sep, "_")
+    if len(stem) <= max_stem:
+        return stem
+    digest = hashlib.sha1(stem.encode("utf-8")).hexdigest()[:16]
+    return f"{stem[:max(16, max_stem - len(digest) - 1)]}_{digest}"
+
+
 def write_summarize_outputs(conn: duckdb.DuckDBPyConnection, output_path: str, date: Optional[str] = None,
-                            latex: bool = True) -> str:
-    """Write every helm-summarize output file of the current summarize target; return its directory."""
+                            latex: bool = True, max_stem: Optional[int] = None) -> str:
+    """Write every helm-summarize output file of the current summarize target; return its directory.
+    `max_stem`: the edition's cap on group-table file stems (`group_table_stem`)."""
     target_rows = query(conn, "SELECT * FROM summarize_target ORDER BY suite_pos")
     mode, target = target_rows[0]["mode"], target_rows[0]["target"]
     suites = [r["suite"] for r in target_rows]
@@ -373,11 +388,12 @@ def write_summarize_outputs(conn: duckdb.DuckDBPyConnection, output_path: str, d
         os.makedirs(os.path.join(groups_path, "latex"), exist_ok=True)
         os.makedirs(os.path.join(groups_path, "json"), exist_ok=True)
         for table in tables:
-            latex_path = os.path.join(groups_path, "latex", f"{group}_{table['name']}.tex")
+            stem = group_table_stem(group, table["name"], max_stem)
+            latex_path = os.path.join(groups_path, "latex", f"{stem}.tex")
             table["links"].append({"text": "LaTeX", "href": latex_path})
             if latex:
                 write_text(latex_path, table_to_latex(table, f"{table['name']} ({group})"))
-            json_path = os.path.join(groups_path, "json", f"{group}_{table['name']}.json")
+            json_path = os.path.join(groups_path, "json", f"{stem}.json")
             table["links"].append({"text": "JSON", "href": json_path})
             write_text(json_path, dumps(table))
         write_text(os.path.join(groups_path, group + ".json"), dumps(tables))

@@ -127,7 +127,7 @@ def test_error_texts_never_carry_the_key():
     assert "provided: ***" in auth.message and "sk-SECRET-abcd***" not in upstream.message
 
 
-def test_a_completion_cut_at_a_stop_keeps_the_text_the_api_returned():
+def test_a_completion_of_a_request_with_stops_keeps_the_text_the_api_returned():
     """The stored answer is HELM 0.5.16's (cut at the stop); the whole text is kept beside it, so an
     edition that tokenizes completions (medhelm 0.8.0) can redo the cut without asking again."""
     from tests.mock_server import ScriptedServer
@@ -138,7 +138,10 @@ def test_a_completion_cut_at_a_stop_keeps_the_text_the_api_returned():
     try:
         cut = _client(server).attempt({**base, "prompt": "two words", "stop_sequences": [" to"]})
         whole = _client(server).attempt({**base, "prompt": "two words", "stop_sequences": ["\n"]})
+        no_stop = _client(server).attempt({**base, "prompt": "two words", "stop_sequences": []})
     finally:
         server.close()
     assert cut.result["completions"][0]["text"] == "answer" and cut.untruncated == ["answer to two words"]
-    assert whole.result["completions"][0]["text"] == "answer to two words" and whole.untruncated is None
+    # With stop sequences the API's text is always kept (nothing cut this time); without, never.
+    assert whole.result["completions"][0]["text"] == "answer to two words" and whole.untruncated == ["answer to two words"]
+    assert no_stop.untruncated is None

@@ -122,3 +122,50 @@ def test_health_admin_bench_stops_before_any_call_saying_what_it_needs(tmp_path,
     assert len(err) == 1 and "health_admin_bench runs a Playwright agent against https://emrportal.vercel.app" in err[0]
     assert "a HealthAdminBench checkout with benchmark/v2/tasks" in err[0]
     assert not (tmp_path / "out" / "medhelm.duckdb").exists()  # nothing written, nothing asked
+
+
+def test_long_group_table_file_stems_are_cut_only_under_medhelm_080():
+    import hashlib
+
+    from medhelm_core.summarize.write import group_table_stem
+
+    group, table = "clinical_decision_support", "x" * 170
+    assert group_table_stem(group, table, load_edition("helm-0.5.16").group_table_stem_max) == f"{group}_{table}"
+    cap = load_edition("medhelm-0.8.0").group_table_stem_max
+    stem = f"{group}_{table}"
+    cut = group_table_stem(group, table, cap)
+    assert cap == 180 and len(cut) == 180
+    assert cut == stem[:163] + "_" + hashlib.sha1(stem.encode()).hexdigest()[:16]
+    assert group_table_stem("g", "a/b", cap) == "g_a_b" and group_table_stem("g", "short", cap) == "g_short"
+
+
+def test_an_answer_stored_without_the_apis_text_is_not_silently_recut(tmp_path):
+    """medhelm 0.8.0 cuts the API's text at the stop itself; an answer stored before that text was kept
+    (a stop-sequence request) cannot be read exactly under it: one line says so."""
+    import json
+
+    from medhelm_core.run.annotations import load_request_states
+    from medhelm_core.run.workspace import RunRef, Workspace
+
+    ws = Workspace(tmp_path / "out", tmp_path / "prod_env", edition="medhelm-0.8.0")
+    run = RunRef("s", "r")
+    dep = {"client_spec": {"class_name": "helm.clients.openai_client.OpenAIClient"}, "tokenizer_name": "simple/tokenizer1"}
+    state = {"instance": {"id": "id0"}, "train_trial_index": 0, "num_train_instances": 0, "prompt_truncated": False,
+             "num_conditioning_tokens": 0, "request": {"prompt": "p", "max_tokens": 5, "stop_sequences": ["\n"]}}
+    result = {"success": True, "embedding": [], "completions": [{"text": "ab", "logprob": 0, "tokens": []}]}
+    with ws.store.transaction() as conn:
+        conn.execute("INSERT INTO run_entries (suite, run_name, run_spec, edition, deployment) VALUES (?, ?, '{}', ?, ?)",
+                     ["s", "r", "medhelm-0.8.0", json.dumps(dep)])
+        conn.execute("INSERT INTO requests (suite, run_name, position, request_key, model_deployment, request_state)"
+                     " VALUES ('s', 'r', 0, 'k', 'd/x', ?)", [json.dumps(state)])
+        conn.execute("INSERT INTO completions (request_key, result) VALUES ('k', ?)", [json.dumps(result)])
+    with pytest.raises(MedhelmError, match=r"^r: 1 of its answers were stored before medhelm-build kept the text"):
+        load_request_states(ws, run)
+    with ws.store.transaction() as conn:
+        conn.execute("UPDATE completions SET untruncated = ?", [json.dumps(["ab\ncdefg"])])
+    [st] = load_request_states(ws, run)
+    assert st["result"]["completions"] == [{"text": "ab", "logprob": 0, "tokens": [{"text": c, "logprob": 0} for c in "ab"]}]
+    # Under HELM 0.5.16 the stored answer is read as it is, with or without that text.
+    with ws.store.transaction() as conn:
+        conn.execute("UPDATE run_entries SET edition = 'helm-0.5.16'")
+    assert load_request_states(ws, run)[0]["result"] == result

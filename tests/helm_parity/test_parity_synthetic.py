@@ -187,6 +187,9 @@ def test_edition_diff_names_the_differences_between_the_two_goldens(built, other
                            " WHERE status <> 'equal' AND NOT volatile").fetchall()
         cells = con.execute("SELECT table_name, display_name, column_name, value_a, value_b FROM edition_diff_cells"
                             " WHERE moved ORDER BY ALL").fetchall()
+        # One row per cell: repeated headers pair by occurrence, never cross-multiplied.
+        keys = ("suite_a, suite_b, group_name, table_name, model_deployment, model, column_name, metric, occurrence")
+        assert con.execute(f"SELECT count(*) = count(DISTINCT ({keys})) FROM edition_diff_cells").fetchone()[0]
     finally:
         con.close()
     differ, only_b = _golden_stat_differences()

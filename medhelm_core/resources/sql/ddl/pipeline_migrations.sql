@@ -27,11 +27,12 @@ ALTER TABLE run_entries ADD COLUMN IF NOT EXISTS edition VARCHAR;
 
 ALTER TABLE scenario_specs ADD COLUMN IF NOT EXISTS edition VARCHAR;
 
--- The model deployment as the run was registered with it (HELM's ModelDeployment; no secrets: keys
--- live in credentials.conf): how its answers are read later, even without that prod_env.
+-- The run's model deployment as it was registered (its client class and tokenizer only, never its
+-- arguments): how its answers are read later, even without that prod_env.
 ALTER TABLE run_entries ADD COLUMN IF NOT EXISTS deployment JSON;
 
--- The completion texts as the API returned them, before HELM's truncate_sequence cut them at a stop
--- sequence (a JSON list, one per completion; NULL when nothing was cut): an edition that tokenizes
--- completions cuts the original text itself, so the answer is never asked again.
+-- The completion texts as the API returned them (a JSON list, one per completion), for requests with
+-- stop sequences, which HELM's truncate_sequence cuts at: an edition that tokenizes completions redoes
+-- that cut on the original text, so the answer is never asked again. NULL: no stop sequences (or an
+-- answer stored before this column existed).
 ALTER TABLE completions ADD COLUMN IF NOT EXISTS untruncated JSON;
