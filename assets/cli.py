@@ -41,7 +41,8 @@ def _user_error(exc: BaseException) -> BaseException:
 
 def run_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="medhelm-run", description="Run MedHELM run entries (as helm-run does).")
-    add_arguments(parser, RunSelection, required=("conf_paths", "suite", "max_eval_instances"))
+    add_arguments(parser, RunSelection, required=("suite", "max_eval_instances"), defaults={"conf_paths": []},
+                  aliases={"conf_paths": ["-c"], "run_entries": ["-r"]})
     parser.add_argument("--output-path", "-o", default="benchmark_output")
     parser.add_argument("--local-path", default="prod_env", help="HELM prod_env (model_deployments.yaml, credentials.conf)")
     parser.add_argument("--num-threads", "-n", type=int, default=8)

@@ -23,7 +23,10 @@ from medhelm_core.editions import DEFAULT_EDITION
 class RunSelection(BaseModel):
     """helm-run's selection: which confs, which suite, how many instances."""
 
-    conf_paths: list[str] = Field(default=["conf/example.conf"], description="HELM run-entry .conf files")
+    conf_paths: list[str] = Field(default=["conf/example.conf"], description="HELM run-entry .conf files "
+                                  "(an empty list with run_entries)")
+    run_entries: Optional[list[str]] = Field(default=None, description="run entry descriptions (helm-run's "
+                                             "--run-entries), with or instead of the confs; priority 1")
     suite: str = Field(default="example", description="name of this set of runs")
     max_eval_instances: int = Field(default=10, description="instances per run (HELM's --max-eval-instances)")
     num_train_trials: int = Field(default=1, description="train trials (HELM's --num-train-trials)")

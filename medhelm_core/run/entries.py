@@ -16,7 +16,10 @@ from medhelm_core.selections import RunSelection
 def expand_selection(ws: Workspace, selection: RunSelection) -> list[tuple[Any, dict]]:
     """(run entry, run spec) pairs of a selection: its confs expanded as helm-run does, with the
     workspace's deployments and benchmark catalog."""
-    return expand_confs(selection.conf_paths, max_eval_instances=selection.max_eval_instances,
+    if not selection.conf_paths and not selection.run_entries:
+        raise MedhelmError("nothing to run: give --conf-paths FILE ... and/or --run-entries DESCRIPTION ...")
+    return expand_confs(selection.conf_paths, run_entries=selection.run_entries or (),
+                        max_eval_instances=selection.max_eval_instances,
                         num_train_trials=selection.num_train_trials, priority=selection.priority,
                         models_to_run=selection.models_to_run, local_path=ws.local_path,
                         run_spec_functions=ws.catalog.run_spec_functions)

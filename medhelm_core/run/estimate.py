@@ -106,7 +106,7 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
         dep = adapter["model_deployment"]
         states = adapt.build_request_states(adapter, sampled, prompt_fitter(ws, dep, approximate=True))
         keys = [request_key(st["request"]["model_deployment"], st["request"]) for st in states]
-        stored = _stored_results(ws, keys)
+        stored = _stored_results(ws, keys, {k: st["request"] for st, k in zip(states, keys)})
         row = EstimateRow(spec["name"], "model", dep)
         for st, k in zip(states, keys):
             req = st["request"]
@@ -161,13 +161,23 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
     return est
 
 
-def _stored_results(ws, keys: list[str]) -> dict[str, dict]:
+def _stored_results(ws, keys: list[str], requests: dict[str, dict] | None = None) -> dict[str, dict]:
+    """The stored answers of these keys; with `requests` (key -> request), each read as the
+    workspace's edition reads it (`Workspace.completion_view`)."""
     if not keys or not ws.store.path.exists():
         return {}
     with ws.store.connect() as conn:
-        rows = conn.execute("SELECT request_key, result FROM completions"
+        rows = conn.execute("SELECT request_key, result, untruncated FROM completions"
                             " WHERE request_key IN (SELECT unnest(?::VARCHAR[]))", [keys]).fetchall()
-    return {k: json.loads(r) for k, r in rows}
+    out = {}
+    for k, r, untruncated in rows:
+        result = json.loads(r)
+        if requests is not None:
+            view = ws.completion_view(requests[k]["model_deployment"])
+            if view is not None:
+                result = view(result, requests[k], json.loads(untruncated) if untruncated else None)
+        out[k] = result
+    return out
 
 
 def _usd(value: float | None, approximate: bool = False) -> str:
