@@ -50,6 +50,9 @@ def run_main(argv: list[str] | None = None) -> int:
                         help="a benchmark folder of your own (or a folder of them), beside the built-in ones; "
                              "repeatable (default: $MEDHELM_BENCHMARK_PATH)")
     parser.add_argument("--dry-run", action="store_true", help="print the run names and run nothing")
+    parser.add_argument("--offline", action="store_true", default=os.environ.get("MEDHELM_OFFLINE") == "1",
+                        help="refuse, before any call, every deployment (model or judge) that is not on this "
+                             "machine (loopback) (default: $MEDHELM_OFFLINE=1)")
     parser.add_argument("--estimate-cost", action="store_true",
                         help="print the tokens and dollars the runs would cost (model and judge calls; stored "
                              "completions cost nothing) and send nothing")
@@ -73,7 +76,7 @@ BUDGET_EXIT = 3  # stopped at --budget: everything paid is stored, rerun to cont
 
 def _run(args) -> int:
     from medhelm_core.run.entries import check_one_edition, expand_selection, scenario_partitions
-    from medhelm_core.run.preflight import validate_runs
+    from medhelm_core.run.preflight import check_offline, private_tier_notice, validate_runs
     from medhelm_core.run.workspace import RunRef, Workspace
 
     ws = Workspace(args.output_path, args.local_path, num_threads=args.num_threads,
@@ -101,6 +104,11 @@ def _run(args) -> int:
               file=sys.stderr)
         return 0
     validate_runs(ws, entries)
+    if args.offline:
+        check_offline(ws, entries)
+    notice = private_tier_notice(ws, entries)
+    if notice:
+        print(f"medhelm-run: {notice}", file=sys.stderr)
     if ws.store.path.exists():
         check_one_edition(ws, args.suite, [spec["name"] for _, spec in entries])
 

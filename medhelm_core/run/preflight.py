@@ -3,18 +3,23 @@ called (defined, keyed, a client medhelm has, an endpoint that is not a placehol
 one line naming the deployment and the file to edit."""
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from medhelm_core.clients import supported_client_classes
 from medhelm_core.conf.deployments import BUILTIN_CONFIG_DIR, load_credentials, resolve_api_key, resolve_base_url
 from medhelm_core.errors import MedhelmError
 from medhelm_core.run.datasets import existing_data_files
+from medhelm_core.run.entries import tier_of
 from medhelm_core.run.workspace import Workspace, in_data_scope
 from medhelm_core.tokenizers import TokenizerError, get_tokenizer
 
 
 PLACEHOLDER_KEY_PREFIX = "REPLACE_ME"
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"  # the OpenAI SDK's, for a deployment that names none
+OFFLINE_ENV = "MEDHELM_OFFLINE"
 
 
 @in_data_scope
@@ -33,11 +38,7 @@ def validate_runs(ws: Workspace, entries: list[tuple[Any, dict]]) -> None:
             raise MedhelmError(f"{where}: scenario {cls} is not implemented")
         existing_data_files(defn, spec["scenario_spec"]["args"], where)
         model = spec["adapter_spec"]["model_deployment"]
-        judges: list[tuple[str, str]] = []  # (judge deployment, jury name)
-        for aspec in spec.get("annotators") or []:
-            annotator = ws.catalog.annotator(aspec, where)
-            judges += [(j["model_deployment"], getattr(annotator, "name", aspec["class_name"]))
-                       for j in getattr(annotator, "judges", {}).values()]
+        judges = _judges(ws, spec, where)
         if ("model", model) not in checked:
             problem = _model_deployment_problem(ws, model, credentials)
             if problem:
@@ -134,3 +135,66 @@ def _judge_deployment_problem(ws: Workspace, name: str, credentials) -> str | No
     except MedhelmError as e:
         return f"cannot be called: {e}: map the judge in {deployments_file}"
     return None
+
+
+def _judges(ws: Workspace, spec: dict, where: str) -> list[tuple[str, str]]:
+    """(judge deployment, jury name) of every judge a run's annotators ask."""
+    judges: list[tuple[str, str]] = []
+    for aspec in spec.get("annotators") or []:
+        annotator = ws.catalog.annotator(aspec, where)
+        judges += [(j["model_deployment"], getattr(annotator, "name", aspec["class_name"]))
+                   for j in getattr(annotator, "judges", {}).values()]
+    return judges
+
+
+def endpoint_of(ws: Workspace, name: str, credentials=None) -> str:
+    """Where a deployment's requests go: scheme://host[:port] of its base URL (never a path, user or key)."""
+    dep = ws.deployment(name)
+    url = resolve_base_url(dep, credentials if credentials is not None else load_credentials(ws.local_path))
+    parts = urlsplit(url or OPENAI_DEFAULT_BASE_URL)
+    host = parts.hostname or "?"
+    return f"{parts.scheme}://{host if ':' not in host else f'[{host}]'}" + (f":{parts.port}" if parts.port else "")
+
+
+def on_this_machine(endpoint: str) -> bool:
+    host = urlsplit(endpoint).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run_endpoints(ws: Workspace, entries: list[tuple[Any, dict]]) -> dict[str, dict[str, str]]:
+    """run name -> {deployment (model and judges): endpoint}, for the runs of these entries."""
+    credentials = load_credentials(ws.local_path)
+    out: dict[str, dict[str, str]] = {}
+    for entry, spec in entries:
+        names = [spec["adapter_spec"]["model_deployment"]]
+        names += [n for n, _ in _judges(ws, spec, f"{entry.location or 'run entry'}: {spec['name']}")]
+        out[spec["name"]] = {n: endpoint_of(ws, n, credentials) for n in names}
+    return out
+
+
+def check_offline(ws: Workspace, entries: list[tuple[Any, dict]]) -> None:
+    """`--offline`: no deployment may be reached other than on this machine (loopback)."""
+    away = {dep: url for eps in run_endpoints(ws, entries).values() for dep, url in eps.items()
+            if not on_this_machine(url)}
+    if away:
+        shown = ", ".join(f"{d} ({u})" for d, u in sorted(away.items()))
+        raise MedhelmError(f"--offline: {len(away)} deployment(s) would send text off this machine: {shown}")
+
+
+def private_tier_notice(ws: Workspace, entries: list[tuple[Any, dict]]) -> str | None:
+    """The line said before the first call of a suite with private-tier runs: where their text goes."""
+    private = [(e, s) for e, s in entries if tier_of(s, ws.catalog) == "private"]
+    if not private:
+        return None
+    reached: dict[str, set[str]] = {}
+    for eps in run_endpoints(ws, private).values():
+        for dep, url in eps.items():
+            reached.setdefault(url, set()).add(dep)
+    where = "; ".join(f"{url} ({', '.join(sorted(deps))})" + ("" if on_this_machine(url) else " OFF THIS MACHINE")
+                      for url, deps in sorted(reached.items()))
+    return f"private-tier text of {len(private)} run(s) goes to: {where}"
