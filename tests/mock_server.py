@@ -61,6 +61,7 @@ class ScriptedServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.prompts: list[str] = []
+        self.models: list[str] = []  # the `model` of each request body
         self.auth: set[str] = set()
 
         class Handler(BaseHTTPRequestHandler):
@@ -76,6 +77,7 @@ class ScriptedServer:
                 prompt = "\n".join(m.get("content", "") for m in body.get("messages", []))
                 with server_self.lock:
                     server_self.count += 1
+                    server_self.models.append(body.get("model"))
                     n = server_self.count
                     server_self.in_flight += 1
                     server_self.max_in_flight = max(server_self.max_in_flight, server_self.in_flight)

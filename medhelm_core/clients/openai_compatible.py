@@ -253,10 +253,11 @@ def _non_fatal(error: str, attempt: int) -> dict:
 
 
 # HELM client classes whose wire protocol is OpenAI's chat completions API.
+VLLM_CHAT_CLIENT = "helm.clients.vllm_client.VLLMChatClient"
 OPENAI_COMPATIBLE_CLIENTS = {
     "helm.clients.openai_client.OpenAIClient",
     "helm.clients.openai_client.OpenAILegacyCompletionsClient",
-    "helm.clients.vllm_client.VLLMChatClient",
+    VLLM_CHAT_CLIENT,
     "helm.clients.together_client.TogetherChatClient",
     "helm.clients.stanfordhealthcare_openai_client.StanfordHealthCareOpenAIClient",
 }
@@ -267,11 +268,15 @@ def openai_compatible_client(deployment, credentials, max_concurrency: int | Non
                              timeout_s: float = 600.0) -> OpenAICompatibleClient:
     """The client of an OpenAI-compatible deployment (base URL and key from the deployment, credentials or env)."""
     args = deployment.client_spec.args
-    key = resolve_api_key(deployment, credentials)
+    if deployment.client_spec.class_name == VLLM_CHAT_CLIENT:
+        # HELM's VLLMChatClient: api_key "EMPTY" (a vLLM server wants none), vllm_model_name as the model.
+        key, model_name = "EMPTY", args.get("vllm_model_name")
+    else:
+        key, model_name = resolve_api_key(deployment, credentials).get_secret_value(), args.get("openai_model_name")
     return OpenAICompatibleClient(
         base_url=resolve_base_url(deployment, credentials),
-        api_key=key.get_secret_value(),
-        openai_model_name=args.get("openai_model_name"),
+        api_key=key,
+        openai_model_name=model_name,
         output_processor=args.get("output_processor"),
         max_concurrency=max_concurrency,
         timeout_s=timeout_s,

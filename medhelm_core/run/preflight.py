@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from medhelm_core.clients import supported_client_classes
+from medhelm_core.clients.openai_compatible import VLLM_CHAT_CLIENT
 from medhelm_core.conf.deployments import BUILTIN_CONFIG_DIR, load_credentials, resolve_api_key, resolve_base_url
 from medhelm_core.errors import MedhelmError
 from medhelm_core.run.datasets import existing_data_files
@@ -118,7 +119,8 @@ def _judge_deployment_problem(ws: Workspace, name: str, credentials) -> str | No
         searched = ", ".join(ws.registry.deployment_files)
         return f"is not defined: map the judge in {deployments_file} (searched: {searched})"
     try:
-        resolve_api_key(dep, credentials)
+        if dep.client_spec.class_name != VLLM_CHAT_CLIENT:  # a vLLM server takes no key (HELM sends "EMPTY")
+            resolve_api_key(dep, credentials)
     except MedhelmError:
         return (f"has no API key: add {dep.host_organization}ApiKey to {_credentials_file(ws, credentials)} "
                 f"or map the judge in {deployments_file}" + _builtin_hint(ws, dep))
