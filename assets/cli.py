@@ -141,17 +141,21 @@ def _run(args) -> int:
                                             num_threads=args.num_threads, benchmark_paths=list(ws.benchmark_paths)),
                  "run_controls": ws.controls}
     config = selection.model_dump()
+    # What the runs list shows for this invocation's Dagster runs (the UI can filter on them).
+    tags = {"medhelm/suite": args.suite, "medhelm/edition": ws.edition,
+            "medhelm/conf": " ".join(selection.conf_paths + [f"-r {d}" for d in selection.run_entries or []])[:1000]}
     # The declared jobs of the code location, launched in this process with this invocation's
     # resources: one Dagster run registers the suite, one per tier builds its datasets, one runs every run.
     defs.get_job_def("register_suite").execute_in_process(
-        instance=instance, resources=resources, run_config={"ops": {"run_entries": {"config": config}}, **QUIET})
+        instance=instance, resources=resources, run_config={"ops": {"run_entries": {"config": config}}, **QUIET},
+        tags=tags)
     for tier, keys in scenario_partitions(entries, ws.catalog).items():
         if all(is_current(ws, key) for key in keys):
             continue  # nothing to rebuild: no Dagster run
         try:
             defs.get_job_def(f"build_{tier}_datasets").execute_in_process(
                 instance=instance, resources=resources, run_config=QUIET,
-                tags=partition_range_tags(instance, f"{tier}_scenarios", keys))
+                tags={**tags, **partition_range_tags(instance, f"{tier}_scenarios", keys)})
         except Exception as e:  # noqa: BLE001 - a dataset that cannot be built stops the suite
             raise MedhelmError(str(_user_error(e))) from None
     # Runs whose inputs did not change since they completed are not run again (not even in Dagster).
@@ -164,7 +168,7 @@ def _run(args) -> int:
         with progress_display(ws, args.progress):
             result = defs.get_job_def("run_layers").execute_in_process(
                 instance=instance, resources=resources, run_config=QUIET, raise_on_error=False,
-                tags=partition_range_tags(instance, "runs", [r.partition_key for r in stale]))
+                tags={**tags, **partition_range_tags(instance, "runs", [r.partition_key for r in stale])})
         if not result.success and len(outcomes) < len(runs):  # the step failed outside any run (bug, bad config)
             step_errors = [e for e in result.all_events if e.is_step_failure]
             error = step_errors[0].step_failure_data.error if step_errors else None

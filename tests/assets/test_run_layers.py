@@ -45,6 +45,10 @@ def test_one_dagster_run_per_invocation_with_per_partition_status(tmp_path, monk
     keys = instance.get_dynamic_partitions("runs")
     assert len(keys) == 6
     assert len(instance.get_runs(RunsFilter(job_name="run_layers"))) == 1
+    # Every Dagster run of the invocation says which suite, edition and conf it was.
+    tagged = instance.get_runs(RunsFilter(tags={"medhelm/suite": "s", "medhelm/edition": "helm-0.5.16"}))
+    assert {r.job_name for r in tagged} >= {"register_suite", "build_private_datasets", "run_layers"}
+    assert all(r.tags["medhelm/conf"] == "work/conf/private.conf" for r in tagged)
     gpt_a = {k for k in keys if "mock-gpt-a" in k}
     runs_partitions = dg.DynamicPartitionsDefinition(name="runs")
     for asset in PER_RUN:
