@@ -104,13 +104,13 @@ def _run(args) -> int:
               file=sys.stderr)
         return 0
     validate_runs(ws, entries)
-    if args.offline:
-        check_offline(ws, entries)
-    notice = private_tier_notice(ws, entries)
-    if notice:
-        print(f"medhelm-run: {notice}", file=sys.stderr)
     if ws.store.path.exists():
         check_one_edition(ws, args.suite, [spec["name"] for _, spec in entries])
+    if args.offline:
+        check_offline(ws, entries)
+    notice = private_tier_notice(ws, entries)  # the last word before the first call
+    if notice:
+        print(f"medhelm-run: {notice}", file=sys.stderr)
 
     from assets.definitions import defs
     from assets.resources import MedhelmResource
