@@ -239,24 +239,22 @@ def _check_suites_exist(output_path: str, suites: list[str]) -> dict[str, str]:
     leaderboard). Returns the edition of each suite's runs."""
     import duckdb
 
-    from medhelm_core.editions import DEFAULT_EDITION
     from medhelm_core.store import Store
+    from medhelm_core.summarize.tables import suite_editions
 
     store = Store.in_output_path(output_path)
     if not store.path.exists():
         raise MedhelmError(f"no runs in {output_path}: {store.path} does not exist (run medhelm-run first)")
     try:
         with store.connect(read_only=True) as conn:  # waits for a running writer, as the summarize would
-            rows = conn.execute("SELECT suite, list_sort(list(DISTINCT coalesce(edition, ?))) FROM runs"
-                                " GROUP BY suite ORDER BY suite", [DEFAULT_EDITION]).fetchall()
+            known = suite_editions(conn)
     except duckdb.CatalogException:
-        rows = []  # no `runs` table: nothing was ever run into this file
-    known = dict(rows)
+        known = {}  # no `runs` table: nothing was ever run into this file
     missing = [s for s in suites if s not in known]
     if missing:
         there = ", ".join(known) if known else "none"
         raise MedhelmError(f"suite {missing[0]!r} has no runs in {store.path} (suites there: {there})")
-    return {s: ", ".join(known[s]) for s in suites}
+    return {s: known[s] for s in suites}
 
 
 def _summarize(args) -> int:

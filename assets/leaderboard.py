@@ -12,8 +12,9 @@ from assets.errors import user_errors
 from assets.resources import MedhelmResource
 from medhelm_core.selections import SummarizeSelection
 from medhelm_core.server.report import leaderboard_metadata
-from medhelm_core.editions import DEFAULT_EDITION, edition_of_suites
+from medhelm_core.editions import edition_of_suites
 from medhelm_core.summarize.kept import keep_current_target
+from medhelm_core.summarize.tables import suite_editions
 from medhelm_core.summarize.summarize import prepare_summarize
 from medhelm_core.summarize.sql_models import (SQL_DIR, ModelDoc, data_test_sql, load_model_docs, load_sql_models,
                                                sql_model_files)
@@ -36,10 +37,7 @@ def summarize_target(config: SummarizeConfig, medhelm: MedhelmResource) -> dg.Ma
     schema_path = config.schema_path
     if schema_path is None and not config.auto_generate_schema:  # the edition's packaged schema
         with ws.store.connect() as conn:
-            editions = dict(conn.execute(
-                "SELECT suite, string_agg(DISTINCT coalesce(edition, ?), ', ') FROM runs"
-                " WHERE suite IN (SELECT unnest(?::VARCHAR[])) GROUP BY suite",
-                [DEFAULT_EDITION, config.suites or [config.suite]]).fetchall())
+            editions = suite_editions(conn, config.suites or [config.suite])
         schema_path = str(edition_of_suites(editions, config.edition).schema_path)
     with ws.store.transaction() as conn:
         target = prepare_summarize(conn, schema_path=schema_path, suite=config.suite, suites=config.suites,

@@ -5,20 +5,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from medhelm_core.editions import DEFAULT_EDITION, load_edition
+from medhelm_core.editions import load_edition
 from medhelm_core.run.scores import stored_run_outputs
 from medhelm_core.run.workspace import RunRef
 from medhelm_core.helm_files import run_dir, write_display_files
+from medhelm_core.summarize.tables import suite_editions
 from medhelm_core.summarize.write import write_summarize_outputs
 
 
 def write_leaderboard_files(ws) -> dict:
     with ws.store.connect() as conn:
         # The edition the target's runs reproduce says how its files are named (one per target).
-        editions = [r[0] for r in conn.execute(
-            "SELECT DISTINCT coalesce(r.edition, ?) FROM runs r JOIN summarize_target t USING (suite)",
-            [DEFAULT_EDITION]).fetchall()]
-        edition = load_edition(editions[0] if len(editions) == 1 else None)
+        target_suites = [r[0] for r in conn.execute("SELECT DISTINCT suite FROM summarize_target").fetchall()]
+        found = set(suite_editions(conn, target_suites).values())
+        only = found.pop() if len(found) == 1 else None  # a suite of two editions reads "a, b"
+        edition = load_edition(only if only and "," not in only else None)
         base = Path(write_summarize_outputs(conn, str(ws.output_path), max_stem=edition.group_table_stem_max))
         runs = conn.execute(
             "SELECT DISTINCT t.suite, t.run_name FROM target_runs t"

@@ -127,8 +127,11 @@ class Workspace:
         """How this edition reads a stored answer of deployment `name` (`recorded`: the deployment as a
         run registered it, else the registry's): `view(result, request, untruncated) -> result`, or
         None to read it as stored (`Edition.tokenize_completions`)."""
-        dep = recorded if recorded is not None else self.deployment(name).model_dump(mode="json")
-        client_class, tokenizer_name = (dep.get("client_spec") or {}).get("class_name"), dep.get("tokenizer_name")
+        if recorded is not None:  # the shape run/entries.py records: {"client_spec": {"class_name"}, "tokenizer_name"}
+            client_class, tokenizer_name = recorded["client_spec"]["class_name"], recorded["tokenizer_name"]
+        else:
+            dep = self.deployment(name)
+            client_class, tokenizer_name = dep.client_spec.class_name, dep.tokenizer_name
         if not self.switches.tokenizes_completions_of(client_class):
             return None
         view = self._views.get(tokenizer_name)

@@ -3,12 +3,13 @@
 Input contract (sql/ddl/summarize_inputs.sql; filled by the pipeline, by the published-results importer, or by
 `load_benchmark_output_runs` from HELM run directories):
 
-    runs(suite, run_name, run_spec JSON, scenario_metadata JSON, run_path)
+    runs(suite, run_name, run_spec JSON, scenario_metadata JSON, run_path, edition)
         one row per run directory of a suite; `run_spec` is HELM's run_spec.json as written
         (None fields omitted); `scenario_metadata` is HELM's ScenarioMetadata dict (only needed
         for --auto-generate-schema) or NULL; `run_path` is what HELM puts in runs.json
         (`<output_path>/runs/<suite>/<run dir>`); its last path component is the run directory
-        name that fixes HELM's read order (sorted directory names).
+        name that fixes HELM's read order (sorted directory names); `edition` the upstream
+        edition the run reproduces (NULL: helm-0.5.16; `suite_editions`).
     run_stats(suite, run_name, ordinal, name, split, sub_split, perturbation JSON,
               perturbation_name, computed_on, count, sum, sum_squared, min, max, mean,
               variance, stddev)
@@ -26,12 +27,24 @@ from typing import Any, Callable, Iterable, Optional
 
 import duckdb
 
+from medhelm_core.editions import DEFAULT_EDITION
 from medhelm_core.resources import ddl
 
 STAT_COLUMNS = [
     "suite", "run_name", "ordinal", "name", "split", "sub_split", "perturbation", "perturbation_name",
     "computed_on", "count", "sum", "sum_squared", "min", "max", "mean", "variance", "stddev",
 ]
+
+
+def suite_editions(conn: duckdb.DuckDBPyConnection, suites: Optional[Iterable[str]] = None) -> dict[str, str]:
+    """suite -> the edition(s) its runs reproduce (sorted, ", "-joined; a run without one is
+    helm-0.5.16), for `suites` (default: every suite in `runs`)."""
+    wanted = None if suites is None else list(suites)
+    rows = conn.execute(
+        "SELECT suite, array_to_string(list_sort(list(DISTINCT coalesce(edition, ?))), ', ') FROM runs"
+        " WHERE ? OR suite IN (SELECT unnest(?::VARCHAR[])) GROUP BY suite ORDER BY suite",
+        [DEFAULT_EDITION, wanted is None, wanted or []]).fetchall()
+    return dict(rows)
 
 
 def ensure_input_tables(conn: duckdb.DuckDBPyConnection) -> None:
