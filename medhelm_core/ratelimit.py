@@ -86,8 +86,10 @@ class DeploymentSettings(BaseModel):
     timeout_s: float = 600.0
     input_per_million: Optional[float] = None
     output_per_million: Optional[float] = None
+    # In-process models (HuggingFaceClient): requests generated together; 1 is HELM's one at a time.
+    batch_size: Optional[int] = None
 
-    @field_validator("max_concurrency", "initial_concurrency", "min_concurrency", "max_attempts")
+    @field_validator("max_concurrency", "initial_concurrency", "min_concurrency", "max_attempts", "batch_size")
     @classmethod
     def _positive_int(cls, v):
         if v is not None and v < 1:

@@ -19,11 +19,15 @@ tokenizes with the deployment's `tokenizer_name`:
 * `None`: a deployment with no tokenizer and no length limits gets HELM's
   `NoTokenizerWindowService`, whose `get_num_tokens` is always 1.
 
-Tokenizer names this project does not implement (HELM's Hugging Face ones: `anthropic/claude`,
-`google/gemma-2b`, `meta/llama-3.3-70b-instruct`, `deepseek-ai/deepseek-r1`, ...) are an error for a
-run (metrics need exact counts), but `tokenizer_or_approximation` gives the cost estimate an
-`ApproximateTokenizer`: 4 characters a token (rounded up), flagged `approximate` so the printout
-marks every number it touched.
+* a name whose `tokenizer_configs.yaml` entry (built-in or the local path's) is HELM's
+  `HuggingFaceTokenizer` (`huggingface/gpt2`, `meta/llama-3.3-70b-instruct`, a local model's own):
+  `AutoTokenizer.from_pretrained` of its `pretrained_model_name_or_path`, with the `[local]` extra
+  (`HuggingFaceTokenizer` below; files from the Hugging Face cache, or a folder).
+
+A tokenizer that cannot be had here (a name this project does not implement, or a Hugging Face one
+whose files or packages are missing) is an error for a run (metrics need exact counts), but
+`tokenizer_or_approximation` gives the cost estimate an `ApproximateTokenizer`: 4 characters a token
+(rounded up), flagged `approximate` so the printout marks every number it touched.
 
 Tokenizers are built once per name and cached (`get_tokenizer` is cheap on repeated calls).
 """
@@ -47,6 +51,11 @@ class TokenizerError(MedhelmError, ValueError):
 
 class TokenizerUnavailable(TokenizerError):
     """A tokenizer this project implements, whose package or data file is missing here."""
+
+
+class TokenizerNotHere(TokenizerError):
+    """A Hugging Face tokenizer whose files are not on this machine, or whose packages are not
+    installed: an error for a run, an approximation for a cost estimate."""
 
 
 class Tokenizer(Protocol):
@@ -253,6 +262,81 @@ TIKTOKEN_TOKENIZERS: dict[str, str] = {
 }
 
 SIMPLE_TOKENIZERS = ("simple/tokenizer1",)
+HUGGINGFACE_TOKENIZER_CLASS = "helm.tokenizers.huggingface_tokenizer.HuggingFaceTokenizer"
+
+
+# --------------------------------------------------------------------------------------------
+# Hugging Face tokenizers (a tokenizer_configs.yaml entry of class HuggingFaceTokenizer)
+# --------------------------------------------------------------------------------------------
+_SPACE_MARKED = ("TsinghuaKEG/ice", "bigscience/T0pp", "google/t5-11b", "google/flan-t5-xxl", "google/ul2",
+                 "Yandex/yalm", "ai21/j1", "together")
+
+
+def cleanup_token(token: str, tokenizer_name: Optional[str]) -> str:
+    """HELM's `cleanup_str`: the space markers some tokenizers put in their token strings, removed."""
+    if tokenizer_name in _SPACE_MARKED:
+        return token.replace("\u2581", " ")
+    if tokenizer_name is not None and (tokenizer_name.startswith("huggingface") or tokenizer_name.endswith("gpt2")):
+        return token.replace("\u0120", " ")
+    return token
+
+
+class HuggingFaceTokenizer:
+    """HELM's `HuggingFaceTokenizer` seen through its `LocalWindowService`.
+
+    `AutoTokenizer.from_pretrained(pretrained_model_name_or_path, use_fast=True, **args)` (local files
+    first), one per HELM tokenizer name and process. Counting and prompt fitting encode without
+    special tokens; decoding keeps tokenization spaces (`clean_up_tokenization_spaces=False`), as
+    HELM's window service asks. Transformers' tokenizers are not thread-safe: calls hold a lock."""
+
+    def __init__(self, name: str, pretrained_model_name_or_path: Optional[str] = None, **kwargs):
+        from medhelm_core import hf_hub
+
+        self.name = name
+        self.path = pretrained_model_name_or_path or name
+        transformers = hf_hub.transformers_module()
+        kwargs.setdefault("use_fast", True)
+        self.hf = hf_hub.from_pretrained(transformers.AutoTokenizer.from_pretrained, self.path,
+                                         f"tokenizer {name}", **kwargs)
+        self.lock = threading.RLock()
+
+    def encode(self, text: str) -> list[int]:
+        with self.lock:
+            return self.hf.encode(text, add_special_tokens=False)
+
+    def decode(self, tokens: list[int]) -> str:
+        with self.lock:
+            return self.hf.decode(tokens, clean_up_tokenization_spaces=False)
+
+    def tokenize(self, text: str) -> list[str]:
+        """The window service's `tokenize` (token strings, space markers cleaned)."""
+        with self.lock:
+            if "gpt" in self.name or self.name in ("bigscience/bloom", "Writer/palmyra-base", "facebook/opt-66b"):
+                tokens = [self.hf.convert_tokens_to_string([t]) for t in self.hf.tokenize(text)]
+            else:
+                tokens = self.hf.tokenize(text)
+                if tokens and isinstance(tokens[0], bytes):
+                    tokens = [t.decode(errors="ignore") for t in tokens]
+                tokens = [cleanup_token(t, self.name) for t in tokens]
+        return [cleanup_token(t, self.name) for t in tokens]
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+
+_HF_TOKENIZERS: dict[tuple, HuggingFaceTokenizer] = {}
+_HF_LOCK = threading.Lock()
+
+
+def huggingface_tokenizer(name: str, args: dict) -> HuggingFaceTokenizer:
+    """One tokenizer per HELM tokenizer name and process, as HELM caches them (and per folder: two
+    local paths may give the same name different files)."""
+    path = str(args.get("pretrained_model_name_or_path") or name)
+    key = (name, os.path.abspath(path) if os.path.exists(path) else path, repr(sorted(args.items())))
+    with _HF_LOCK:
+        if key not in _HF_TOKENIZERS:
+            _HF_TOKENIZERS[key] = HuggingFaceTokenizer(name, **args)
+        return _HF_TOKENIZERS[key]
 
 
 def tiktoken_available() -> bool:
@@ -263,9 +347,30 @@ def tiktoken_available() -> bool:
     return True
 
 
+def get_tokenizer(name: Optional[str], config=None) -> Tokenizer:
+    """The tokenizer HELM uses for a deployment's `tokenizer_name` (cached per name). `config` is the
+    name's `tokenizer_configs.yaml` entry (`conf.deployments.TokenizerConfig`), when the registry has
+    one: a HuggingFaceTokenizer entry is loaded from its `pretrained_model_name_or_path`."""
+    spec = getattr(config, "tokenizer_spec", None)
+    if name is not None and spec is not None and spec.class_name == HUGGINGFACE_TOKENIZER_CLASS:
+        from medhelm_core.hf_hub import LocalModelUnavailable
+
+        try:
+            return huggingface_tokenizer(name, dict(spec.args))
+        except LocalModelUnavailable as e:
+            raise TokenizerNotHere(str(e)) from None
+    return _builtin_tokenizer(name)
+
+
+def clear_cache() -> None:
+    """Forget every tokenizer built so far (tests that change how one loads)."""
+    _builtin_tokenizer.cache_clear()
+    with _HF_LOCK:
+        _HF_TOKENIZERS.clear()
+
+
 @lru_cache(maxsize=None)
-def get_tokenizer(name: Optional[str]) -> Tokenizer:
-    """The tokenizer HELM uses for a deployment's `tokenizer_name` (cached per name)."""
+def _builtin_tokenizer(name: Optional[str]) -> Tokenizer:
     if name is None:
         return NoTokenizer()
     if name in SIMPLE_TOKENIZERS:
@@ -283,12 +388,13 @@ def get_tokenizer(name: Optional[str]) -> Tokenizer:
     )
 
 
-def tokenizer_or_approximation(name: Optional[str]) -> Tokenizer:
-    """`get_tokenizer(name)`, or an `ApproximateTokenizer` for a name this project does not implement
-    (for estimates only). A tokenizer it implements but cannot load here (tiktoken or its BPE file
-    missing) is still an error: that is fixable, and the run itself would stop on it."""
+def tokenizer_or_approximation(name: Optional[str], config=None) -> Tokenizer:
+    """`get_tokenizer(name, config)`, or an `ApproximateTokenizer` for a name this project does not
+    implement, or a Hugging Face tokenizer not on this machine (for estimates only). A tiktoken
+    tokenizer it cannot load here (tiktoken or its BPE file missing) is still an error: that is
+    fixable, and the run itself would stop on it."""
     try:
-        return get_tokenizer(name)
+        return get_tokenizer(name, config)
     except TokenizerUnavailable:
         raise
     except TokenizerError:

@@ -16,5 +16,10 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[dev,gated,dspy]"
+# The [local] extra's torch: the CPU build 2.13.0 (a range would take a multi-GB CUDA build), and the
+# transformers release the local-HF oracle was made with, so its parity test compares like with like.
+if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
+  .venv/bin/python -m pip install --quiet "torch==2.13.0"
+fi
+.venv/bin/python -m pip install --quiet -e ".[dev,gated,dspy,local]" "transformers==5.20.2"
 echo "medhelm: set up in $(pwd)/.venv" >&2

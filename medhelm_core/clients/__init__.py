@@ -6,17 +6,19 @@ entry-point group. `client_for_deployment` looks the deployment's `client_spec.c
 the marked factories: adding a provider is one new module, no edit here.
 
 * `openai_compatible.py`: HELM's OpenAIClient and the clients that speak its wire protocol;
-* `dspy_program.py`: HELM's DSPyClient (a DSPy program in front of an endpoint).
+* `dspy_program.py`: HELM's DSPyClient (a DSPy program in front of an endpoint);
+* `huggingface_local.py`: HELM's HuggingFaceClient (a Hugging Face model in this process).
 """
 from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import pkgutil
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
-from medhelm_core.clients.base import MODEL_API_ATTRIBUTE
+from medhelm_core.clients.base import IN_PROCESS_ATTRIBUTE, MODEL_API_ATTRIBUTE
 from medhelm_core.errors import MedhelmError
 
 ENTRY_POINT_GROUP = "medhelm.clients"
@@ -48,11 +50,20 @@ def supported_client_classes() -> list[str]:
     return sorted(factories())
 
 
-def client_for_deployment(deployment, credentials, max_concurrency: int | None = None, timeout_s: float = 600.0):
-    """Build the client a HELM `model_deployments.yaml` entry describes (key from credentials/env)."""
+def is_in_process(class_name: str) -> bool:
+    """A client class whose model runs in this process (no endpoint, no text leaves the machine)."""
+    return bool(getattr(factories().get(class_name), IN_PROCESS_ATTRIBUTE, False))
+
+
+def client_for_deployment(deployment, credentials, max_concurrency: int | None = None, timeout_s: float = 600.0,
+                          **context: Any):
+    """Build the client a HELM `model_deployments.yaml` entry describes (key from credentials/env).
+    `context` (`tokenizer_config`, `batch_size`) goes to the factories that declare those arguments."""
     cls = deployment.client_spec.class_name
     factory = factories().get(cls)
     if factory is None:
         raise MedhelmError(f"deployment {deployment.name!r}: client class {cls} is not supported "
                            f"(supported: {', '.join(supported_client_classes())})")
-    return factory(deployment, credentials, max_concurrency=max_concurrency, timeout_s=timeout_s)
+    accepted = inspect.signature(factory).parameters
+    extra = {k: v for k, v in context.items() if k in accepted}
+    return factory(deployment, credentials, max_concurrency=max_concurrency, timeout_s=timeout_s, **extra)

@@ -3,7 +3,7 @@ direct callers, HELM's `truncate_sequence` (and the completion tokenization some
 the plug-in point.
 
 A client is built by a factory `(deployment, credentials, max_concurrency=None, timeout_s=600.0)`
-marked with `@model_api(<HELM client class_name>, ...)` in a module of `medhelm_core.clients` (or of
+(plus, if it declares them, `tokenizer_config=` and `batch_size=`) marked with `@model_api(<HELM client class_name>, ...)` in a module of `medhelm_core.clients` (or of
 a package named by the `medhelm.clients` entry-point group); `medhelm_core.clients` discovers the
 marked factories. A client offers `attempt(request) -> Attempt` (one try, classified; the engine
 schedules retries, limits and costs around it) and `complete(request)` (the blocking loop).
@@ -16,13 +16,16 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 MODEL_API_ATTRIBUTE = "__medhelm_model_api__"
+IN_PROCESS_ATTRIBUTE = "__medhelm_in_process__"
 
 
-def model_api(*client_classes: str) -> Callable:
+def model_api(*client_classes: str, in_process: bool = False) -> Callable:
     """Mark a client factory as the one for these HELM `client_spec.class_name`s (no global
-    registry: the catalog of `medhelm_core.clients` finds marked factories by looking)."""
+    registry: the catalog of `medhelm_core.clients` finds marked factories by looking).
+    `in_process`: its model runs in this process, so no text leaves the machine (`--offline`)."""
     def mark(factory: Callable) -> Callable:
         setattr(factory, MODEL_API_ATTRIBUTE, tuple(client_classes))
+        setattr(factory, IN_PROCESS_ATTRIBUTE, in_process)
         return factory
 
     return mark
@@ -43,14 +46,16 @@ class RetryPolicy:
         return backoff * (0.5 + random.random() / 2)  # jitter
 
 
-def truncate_sequence(completion: dict, request: dict) -> dict:
-    """HELM's `truncate_sequence`: cut at stop sequences and to max_tokens tokens.
+def truncate_sequence(completion: dict, request: dict, end_of_text_token: str | None = None) -> dict:
+    """HELM's `truncate_sequence`: cut at stop sequences (and the client's end-of-text token) and to
+    max_tokens tokens.
 
     Quirk kept: for every stop sequence the completion is rebuilt without its finish_reason.
     """
     if request.get("echo_prompt"):
         return completion
-    for stop in request.get("stop_sequences") or []:
+    stops = list(request.get("stop_sequences") or []) + ([end_of_text_token] if end_of_text_token else [])
+    for stop in stops:
         text = completion["text"]
         idx = text.find(stop)
         new_text = text[:idx] if idx >= 0 else text

@@ -13,13 +13,12 @@ and reads `credentials.conf` (HOCON `key: "value"`) from the local path, unless 
 variable `HELM_CREDENTIALS` holds the credentials text itself (`common/general.py`
 `get_credentials`). Unknown YAML keys are ignored (cattrs/dacite, non-strict).
 
-Our built-in layer is this package's folder: `medhelm_core/conf/model_deployments.yaml` and
-`model_metadata.yaml` (and `tokenizer_configs.yaml` if present). They transcribe, from HELM's own
-built-in list, the entries for the models the four MedHELM confs name: the `stanfordhealthcare/...`,
-`stanfordhealthcare_shc/...` and `-dspy-` deployments they use, the other deployments of those models
-(which decide a model's default deployment), and the models' metadata with HELM's tags. So
-`helm-run --dry-run` on HELM's confs needs no local path; the endpoints a user can actually call
-go in their local path, which overrides a built-in entry of the same name.
+Our built-in layer is this package's folder (`model_deployments.yaml`, `model_metadata.yaml`,
+`tokenizer_configs.yaml`), transcribed from HELM's lists in HELM's order: the MedHELM confs' deployments
+and their models' other deployments, the OpenAI/Anthropic/Google/Together public-API text deployments,
+HELM's `huggingface/*` HuggingFaceClient deployments (each model with all its deployments, which decide
+its default one), their models' metadata with HELM's tags and their tokenizer configs. A run entry naming
+one needs no local path; a user's local path overrides a built-in entry of the same name.
 
 Registration follows `model_deployment_registry.py` `register_model_deployment`: deployments are
 kept in registration order (builtin, then local; a repeated name replaces the lookup entry but

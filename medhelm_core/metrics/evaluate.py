@@ -28,7 +28,8 @@ def evaluate_run_stats(
     ctx = EvalContext(
         adapter_spec=run_spec["adapter_spec"],
         request_states=request_states,
-        tokenizer=get_tokenizer(tokenizer_name),
+        tokenizer=get_tokenizer(tokenizer_name) if tokenizer_name is None or isinstance(tokenizer_name, str)
+        else tokenizer_name,
         run_spec=run_spec,
     )
     return [metric.evaluate(ctx) for metric in built]
@@ -40,8 +41,9 @@ def evaluate_run(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(per_instance_stats, stats) exactly as HELM writes per_instance_stats.json and stats.json.
 
-    `tokenizer_name` is the model deployment's `tokenizer_name` (e.g. "simple/tokenizer1"),
-    used for `num_prompt_tokens`; None means a deployment without tokenizer (count 1). `metrics`
+    `tokenizer_name` is the model deployment's `tokenizer_name` (e.g. "simple/tokenizer1"), or the
+    tokenizer itself (`Workspace.tokenizer`), used for `num_prompt_tokens`; None means a deployment
+    without tokenizer (count 1). `metrics`
     maps HELM metric class names to implementations (`Catalog.metrics`, or `catalog.library_metrics()`).
     """
     results = evaluate_run_stats(run_spec, request_states, tokenizer_name, metrics)

@@ -16,7 +16,7 @@ from medhelm_core.run.workspace import in_data_scope
 from medhelm_core.run.datasets import scenario_key
 from medhelm_core.run.requests import prompt_fitter
 from medhelm_core.store import request_key
-from medhelm_core.tokenizers import is_approximate, tokenizer_or_approximation
+from medhelm_core.tokenizers import is_approximate
 
 
 @dataclass
@@ -61,7 +61,7 @@ def _tokenizer(ws, deployment: str):
     this project has no implementation of its tokenizer_name (HELM's Hugging Face tokenizers). A
     tokenizer it implements but cannot load (tiktoken, or its BPE file, missing) stops the estimate
     with the one-line `TokenizerUnavailable`, as it would stop the run."""
-    return tokenizer_or_approximation(ws.deployment(deployment).tokenizer_name)
+    return ws.tokenizer(ws.deployment(deployment).tokenizer_name, approximate=True)
 
 
 @in_data_scope

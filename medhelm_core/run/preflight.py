@@ -8,19 +8,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from medhelm_core.clients import supported_client_classes
+from medhelm_core.clients import is_in_process, supported_client_classes
 from medhelm_core.clients.openai_compatible import VLLM_CHAT_CLIENT
 from medhelm_core.conf.deployments import BUILTIN_CONFIG_DIR, load_credentials, resolve_api_key, resolve_base_url
 from medhelm_core.errors import MedhelmError
 from medhelm_core.run.datasets import existing_data_files
 from medhelm_core.run.entries import tier_of
 from medhelm_core.run.workspace import Workspace, in_data_scope
-from medhelm_core.tokenizers import TokenizerError, get_tokenizer
+from medhelm_core.tokenizers import TokenizerError
 
 
 PLACEHOLDER_KEY_PREFIX = "REPLACE_ME"
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"  # the OpenAI SDK's, for a deployment that names none
 OFFLINE_ENV = "MEDHELM_OFFLINE"
+IN_PROCESS = "in-process"  # the endpoint of a model run in this process (HuggingFaceClient)
 
 
 @in_data_scope
@@ -104,7 +105,7 @@ def _model_deployment_problem(ws: Workspace, name: str, credentials) -> str | No
     if problem:
         return f"model deployment {name} {problem}"
     try:  # prompt fitting and the metrics need it: fail now, not after the completions are paid for
-        get_tokenizer(dep.tokenizer_name)
+        ws.tokenizer(dep.tokenizer_name)
     except TokenizerError as e:
         return f"model deployment {name} (tokenizer_name in {dep.source}): {e}"
     return None
@@ -150,8 +151,11 @@ def _judges(ws: Workspace, spec: dict, where: str) -> list[tuple[str, str]]:
 
 
 def endpoint_of(ws: Workspace, name: str, credentials=None) -> str:
-    """Where a deployment's requests go: scheme://host[:port] of its base URL (never a path, user or key)."""
+    """Where a deployment's requests go: scheme://host[:port] of its base URL (never a path, user or key),
+    or `in-process` for a model this process runs."""
     dep = ws.deployment(name)
+    if is_in_process(dep.client_spec.class_name):
+        return IN_PROCESS
     url = resolve_base_url(dep, credentials if credentials is not None else load_credentials(ws.local_path))
     parts = urlsplit(url or OPENAI_DEFAULT_BASE_URL)
     host = parts.hostname or "?"
@@ -159,6 +163,8 @@ def endpoint_of(ws: Workspace, name: str, credentials=None) -> str:
 
 
 def on_this_machine(endpoint: str) -> bool:
+    if endpoint == IN_PROCESS:
+        return True
     host = urlsplit(endpoint).hostname or ""
     if host == "localhost":
         return True

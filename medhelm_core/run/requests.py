@@ -9,7 +9,6 @@ from medhelm_core.run.datasets import scenario_key
 from medhelm_core.run.entries import load_run_spec, scenario_partition_key, tier_of
 from medhelm_core.run.workspace import RunRef, Workspace, in_data_scope
 from medhelm_core.store import insert_rows, request_key, stable_hash
-from medhelm_core.tokenizers import get_tokenizer, tokenizer_or_approximation
 
 
 def prompt_fitter(ws: Workspace, deployment_name: str, approximate: bool = False):
@@ -17,17 +16,18 @@ def prompt_fitter(ws: Workspace, deployment_name: str, approximate: bool = False
     (the cost estimate): a tokenizer this project does not implement is replaced by
     `tokenizers.ApproximateTokenizer` instead of being an error."""
     dep = ws.deployment(deployment_name)
-    max_len = getattr(dep, "max_sequence_length", None)
+    # The window service fits prompt + max_tokens into max_request_length (default max_sequence_length).
+    max_len = dep.max_request_length or dep.max_sequence_length
     if not max_len:
         return None
-    tokenizer = (tokenizer_or_approximation if approximate else get_tokenizer)(dep.tokenizer_name)
+    tokenizer = ws.tokenizer(dep.tokenizer_name, approximate=approximate)
 
     def fit(prompt: str, max_tokens: int) -> tuple[str, bool]:
         budget = max_len - max_tokens
         if tokenizer.count(prompt) <= budget:
             return prompt, False
         if not hasattr(tokenizer, "decode"):
-            raise MedhelmError(f"prompt of {deployment_name} exceeds max_sequence_length={max_len} and tokenizer "
+            raise MedhelmError(f"prompt of {deployment_name} exceeds max_request_length={max_len} and tokenizer "
                                f"{dep.tokenizer_name} cannot truncate")
         text = tokenizer.decode(tokenizer.encode(prompt)[:budget])
         while tokenizer.count(text) > budget:

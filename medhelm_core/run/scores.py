@@ -33,7 +33,7 @@ def compute_stats(ws: Workspace, run: RunRef) -> dict:
     spec = load_run_spec(ws, run)
     states = load_request_states(ws, run)
     dep = ws.deployment(spec["adapter_spec"]["model_deployment"])
-    per_instance, stats = evaluate_run(spec, states, dep.tokenizer_name, ws.catalog.metrics)
+    per_instance, stats = evaluate_run(spec, states, ws.tokenizer(dep.tokenizer_name), ws.catalog.metrics)
     inst_rows = []
     for entry in per_instance:
         prefix = (run.suite, run.run_name, entry["instance_id"], entry["train_trial_index"])

@@ -11,7 +11,8 @@ from typing import Any, Callable
 
 from medhelm_core import data_sources
 from medhelm_core.catalog import Catalog, load_catalog
-from medhelm_core.clients import client_for_deployment
+from medhelm_core.clients import client_for_deployment, is_in_process
+from medhelm_core.clients.huggingface_local import DEFAULT_BATCH_SIZE
 from medhelm_core.clients.base import tokenized_result
 from medhelm_core.conf.deployments import load_credentials, load_model_registry
 from medhelm_core.editions import DEFAULT_EDITION, Edition, load_edition
@@ -20,7 +21,7 @@ from medhelm_core.errors import MedhelmError
 from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH
 from medhelm_core.ratelimit import SettingsRegistry
 from medhelm_core.store import Store
-from medhelm_core.tokenizers import TokenizerError, get_tokenizer
+from medhelm_core.tokenizers import TokenizerError, get_tokenizer, tokenizer_or_approximation
 
 
 _CLIENTS_LOCK = threading.RLock()
@@ -108,9 +109,22 @@ class Workspace:
         # first construction imports its SDK (a concurrent first import can see a half-made module).
         with _CLIENTS_LOCK:
             if name not in self._clients:
-                self._clients[name] = client_for_deployment(self.deployment(name), load_credentials(self.local_path),
-                                                            timeout_s=self.deployment_settings(name).timeout_s)
+                dep = self.deployment(name)
+                settings = self.deployment_settings(name)
+                self._clients[name] = client_for_deployment(
+                    dep, load_credentials(self.local_path), timeout_s=settings.timeout_s,
+                    tokenizer_config=self.tokenizer_config(dep.tokenizer_name), batch_size=settings.batch_size)
             return self._clients[name]
+
+    def tokenizer_config(self, tokenizer_name: str | None):
+        """The `tokenizer_configs.yaml` entry of a tokenizer name (built-in, then the local path's)."""
+        return self.registry.tokenizer_configs.get(tokenizer_name) if tokenizer_name else None
+
+    def tokenizer(self, tokenizer_name: str | None, approximate: bool = False):
+        """The tokenizer HELM's window service uses for this name; `approximate` (the cost
+        estimate): one this machine cannot load is replaced by `tokenizers.ApproximateTokenizer`."""
+        config = self.tokenizer_config(tokenizer_name)
+        return (tokenizer_or_approximation if approximate else get_tokenizer)(tokenizer_name, config)
 
     @property
     def settings(self):
@@ -121,7 +135,16 @@ class Workspace:
         return self._settings
 
     def deployment_settings(self, name: str):
-        return self.settings.for_deployment(name)
+        settings = self.settings.for_deployment(name)
+        if settings.max_concurrency is None and self._in_process(name):
+            # A local model batches the requests that reach it together: let enough of them wait.
+            batch = settings.batch_size or DEFAULT_BATCH_SIZE
+            settings = settings.model_copy(update={"max_concurrency": max(self.num_threads, 2 * batch)})
+        return settings
+
+    def _in_process(self, name: str) -> bool:
+        dep = self.registry.deployments.get(name)
+        return dep is not None and is_in_process(dep.client_spec.class_name)
 
     def completion_view(self, name: str, recorded: dict | None = None) -> Callable[[dict, dict, list | None], dict] | None:
         """How this edition reads a stored answer of deployment `name` (`recorded`: the deployment as a
@@ -137,7 +160,7 @@ class Workspace:
         view = self._views.get(tokenizer_name)
         if view is None:  # a tokenizer may load a file: not under the clients' lock
             try:
-                tokenize = get_tokenizer(tokenizer_name).tokenize
+                tokenize = self.tokenizer(tokenizer_name).tokenize
             except (TokenizerError, MedhelmError) as e:
                 raise MedhelmError(f"edition {self.edition} tokenizes the completions of {name} with its "
                                    f"tokenizer {tokenizer_name}, which is not available: {e}") from None
@@ -150,7 +173,7 @@ class Workspace:
     def token_counter(self, name: str) -> Callable[[str], int]:
         """Prompt tokens as the deployment's tokenizer counts them (~4 characters a token without one)."""
         try:
-            return get_tokenizer(self.deployment(name).tokenizer_name).count
+            return self.tokenizer(self.deployment(name).tokenizer_name).count
         except (TokenizerError, MedhelmError):
             return lambda text: max(1, len(text) // 4)
 

@@ -213,13 +213,13 @@ def test_estimate_names_a_missing_bpe_file_in_one_line(offline, mirror, tmp_path
     monkeypatch.setattr(tokenizers, "bundled_bpe_dir", lambda: None)
     monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "empty"))
-    tokenizers.get_tokenizer.cache_clear()
+    tokenizers.clear_cache()
     try:
         code = run_main(["--estimate-cost", "--conf-paths", str(PUBLIC_CONF), "--suite", "x",
                          "--max-eval-instances", "10", "--models-to-run", "openai/gpt-4o-2024-05-13",
                          "--local-path", str(EXAMPLE), "--output-path", str(tmp_path / "out")])
     finally:
-        tokenizers.get_tokenizer.cache_clear()
+        tokenizers.clear_cache()
     out, err = capsys.readouterr()
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and not out, err

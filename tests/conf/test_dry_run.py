@@ -147,13 +147,18 @@ FIELDS = ("display_name", "description", "creator_organization_name", "access", 
 
 
 def test_builtin_metadata_agrees_with_summarize_metadata():
-    """The built-in registry layer and conf/model_metadata.yaml (helm-summarize) list the same models
-    in the same order with the same display fields."""
+    """conf/model_metadata.yaml (helm-summarize) lists models of the built-in registry layer (which
+    also carries HELM's other built-in models), in the same order with the same display fields."""
     root = Path(__file__).resolve().parents[2]
     builtin = yaml.safe_load((root / "medhelm_core" / "conf" / "model_metadata.yaml").read_text())["models"]
     summarize = yaml.safe_load((root / "conf" / "model_metadata.yaml").read_text())["models"]
-    assert [m["name"] for m in builtin] == [m["name"] for m in summarize]
-    for b, s in zip(builtin, summarize):
+    by_name = {m["name"]: m for m in builtin}
+    order = list(by_name)
+    names = [m["name"] for m in summarize]
+    assert all(n in by_name for n in names), [n for n in names if n not in by_name]
+    assert [order.index(n) for n in names] == sorted(order.index(n) for n in names)
+    for s in summarize:
+        b = by_name[s["name"]]
         for field in FIELDS:
             assert b.get(field) == s.get(field), (b["name"], field)
         assert b["tags"], b["name"]

@@ -21,6 +21,7 @@ def evaluate_run(run_spec, request_states, tokenizer_name, metrics=None):
 from medhelm_core.metrics.base import Metric
 from medhelm_core.metrics.stat import merge_stat, metric_name, perturbation
 from medhelm_core.metrics.summarization import data_stats, extractive_fragments
+from medhelm_core import tokenizers as tokenizers_module
 from medhelm_core.tokenizers import TokenizerError, get_tokenizer
 from tests.oracle import PUBLIC, SYNTHETIC, load, run_dirs
 
@@ -182,9 +183,9 @@ def offline_tiktoken(tmp_path, monkeypatch):
         raise ConnectionError(f"test is offline: {blobpath}")
 
     monkeypatch.setattr(tiktoken.load, "read_file", no_download)
-    get_tokenizer.cache_clear()
+    tokenizers_module.clear_cache()
     yield cache
-    get_tokenizer.cache_clear()
+    tokenizers_module.clear_cache()
 
 
 def test_tiktoken_tokenizer_from_the_bundled_bpe_file(offline_tiktoken):
@@ -230,12 +231,12 @@ def test_tiktoken_not_installed_is_one_clear_line(monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "tiktoken", None)  # `import tiktoken` raises ImportError
-    get_tokenizer.cache_clear()
+    tokenizers_module.clear_cache()
     try:
         with pytest.raises(TokenizerError, match=r"'openai/o200k_base'.*'tiktoken'.*medhelm-build\[gated\]"):
             get_tokenizer("openai/o200k_base")
     finally:
-        get_tokenizer.cache_clear()
+        tokenizers_module.clear_cache()
 
 
 def test_unimplemented_tokenizer_is_approximated_for_estimates_only():
