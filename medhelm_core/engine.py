@@ -600,7 +600,8 @@ def _completion_row(job: Job, att: Attempt, attempts: int, cost: float | None) -
     return [job.key, job.deployment, job.request["model"], json.dumps(job.request, ensure_ascii=False),
             json.dumps(att.result, ensure_ascii=False), bool(att.result["success"]), attempts,
             att.prompt_tokens, att.completion_tokens, json.dumps(att.usage) if att.usage is not None else None,
-            cost, att.kind, json.dumps(att.untruncated, ensure_ascii=False) if att.untruncated else None]
+            cost, att.kind, json.dumps(att.untruncated, ensure_ascii=False) if att.untruncated else None,
+            json.dumps(att.model_logprobs) if att.model_logprobs is not None else None]
 
 
 def _attempt(client, request: dict) -> Attempt:

@@ -151,9 +151,9 @@ def read_segment(path: Path, width: int) -> list[list]:
         torn = number == len(lines)  # no newline after it: the write was cut short
         try:
             row = json.loads(line)
-            if not (isinstance(row, list) and len(row) in (width - 1, width) and isinstance(row[0], str)):
+            if not (isinstance(row, list) and width - 2 <= len(row) <= width and isinstance(row[0], str)):
                 raise ValueError("not a completions row")
-            row += [None] * (width - len(row))  # written before `untruncated` was added
+            row += [None] * (width - len(row))  # written before `untruncated` / `model_logprobs` were added
         except ValueError as e:
             what = "torn last record" if torn else f"unreadable record ({e})"
             log.warning("answer journal %s:%d: %s skipped; that request will be asked again", path, number, what)

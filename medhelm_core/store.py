@@ -26,13 +26,15 @@ from medhelm_core.resources import ddl
 DB_FILENAME = "medhelm.duckdb"
 
 # Created on first write, in this order (sql/ddl/): the pipeline's tables, their additive
-# migrations, the summarize inputs, the edition comparison views, then the cost views over all of them.
-DDL_FILES = ("pipeline", "pipeline_migrations", "summarize_inputs", "editions", "costs")
+# migrations, the summarize inputs, the edition comparison views, the cost views over all of them, then
+# the local models' logprobs beside HELM's.
+DDL_FILES = ("pipeline", "pipeline_migrations", "summarize_inputs", "editions", "costs", "local_models")
 
 
 # The columns of a `completions` row, in the order the engine and its answer journal write them.
 COMPLETION_COLUMNS = ["request_key", "model_deployment", "model", "request", "result", "success", "attempts",
-                      "prompt_tokens", "completion_tokens", "usage", "cost_usd", "outcome", "untruncated"]
+                      "prompt_tokens", "completion_tokens", "usage", "cost_usd", "outcome", "untruncated",
+                      "model_logprobs"]
 
 
 def request_key(deployment: str, request: dict) -> str:

@@ -131,6 +131,9 @@ class Attempt:
     # The completion texts as the API returned them, when the request has stop sequences (so HELM's
     # truncate_sequence may have cut them); None otherwise. See tokenized_result.
     untruncated: list | None = None
+    # In-process models: per completion, the model's own log-probability of each generated token
+    # (HELM's result holds the post-temperature ones, 0.0 at temperature 0). None for API clients.
+    model_logprobs: list | None = None
 
     @property
     def prompt_tokens(self) -> int | None:

@@ -16,7 +16,9 @@ their own hardware; this client is that path, reproduced as HELM 0.5.16 runs it
 * Output: each generated id decoded alone (a lone byte of a multi-byte character is U+FFFD), the text
   `batch_decode` of the ids (special tokens kept); the logprob of each token taken from the
   *processed* scores (after the temperature), so it is 0.0 for every token of a temperature-0
-  request. That is a HELM bug, kept: the completion's logprob and the stats built on it are HELM's.
+  request. That is a HELM bug, kept: the completion's logprob and the stats built on it are HELM's;
+  the model's own log-probability of each token (from the raw logits) is stored beside the answer
+  (`completions.model_logprobs`, view `local_logprobs`).
   Then `truncate_sequence` with the tokenizer config's `end_of_text_token`; `finish_reason` unset.
 * One model per HELM model name and process, loaded on the first request (weights through the
   normal Hugging Face cache; a folder path is resolved against the working directory, as HELM does).
@@ -155,14 +157,14 @@ class LocalModel:
             if logprobs_only:
                 with torch.no_grad():
                     output = self.model(encoded["input_ids"])
-                sequences, scores = encoded["input_ids"], output.logits
+                sequences, scores, raw_scores = encoded["input_ids"], output.logits, None
             else:
                 output = self.model.generate(
                     **encoded, temperature=raw["temperature"], num_return_sequences=raw["num_return_sequences"],
                     max_new_tokens=raw["max_new_tokens"], top_p=raw["top_p"], do_sample=True,
-                    return_dict_in_generate=True, output_scores=True, **optional,
+                    return_dict_in_generate=True, output_scores=True, output_logits=True, **optional,
                     stopping_criteria=stopping, pad_token_id=pad_token_id)
-                sequences, scores = output.sequences, output.scores
+                sequences, scores, raw_scores = output.sequences, output.scores, output.logits
             self.counts["alone"] += 1
         prompt_logprobs = []
         if logprobs_only:
@@ -171,21 +173,26 @@ class LocalModel:
                 for i in range(len(sequences[c]) - 1):
                     prompt_logprobs.append(torch.nn.functional.log_softmax(scores[c][i], dim=0)
                                            [sequences[c][i + 1]].item())
-        completions_ids, logprobs = [], []
+        completions_ids, logprobs, model_logprobs = [], [], []
         for c in range(raw["num_return_sequences"]):
-            logprobs.append([torch.nn.functional.log_softmax(scores[i][c], dim=0)[sequences[c][i + input_length]].item()
-                             for i in range(len(sequences[c]) - input_length)])
+            steps = range(len(sequences[c]) - input_length)
+            chosen = [sequences[c][i + input_length] for i in steps]
+            logprobs.append([torch.nn.functional.log_softmax(scores[i][c], dim=0)[t].item() for i, t in zip(steps, chosen)])
+            model_logprobs.append([] if raw_scores is None else
+                                  [torch.nn.functional.log_softmax(raw_scores[i][c].float(), dim=0)[t].item()
+                                   for i, t in zip(steps, chosen)])
             seq = sequences[c] if raw["echo_prompt"] else sequences[c][input_length:]
             completions_ids.append([int(t) for t in seq])
-        return self._decoded(completions_ids, logprobs, prompt_logprobs, input_length)
+        return self._decoded(completions_ids, logprobs, model_logprobs, prompt_logprobs, input_length)
 
-    def _decoded(self, ids: list[list[int]], logprobs, prompt_logprobs, input_length) -> dict:
+    def _decoded(self, ids: list[list[int]], logprobs, model_logprobs, prompt_logprobs, input_length) -> dict:
         hf = self.tokenizer.hf
         with self.tokenizer.lock:
             tokens = [[hf.decode(t) for t in seq] for seq in ids]
             texts = hf.batch_decode(ids)
-        completions = [{"text": text, "tokens": toks, "logprobs": lp, "prompt_logprobs": prompt_logprobs}
-                       for text, toks, lp in zip(texts, tokens, logprobs)]
+        completions = [{"text": text, "tokens": toks, "logprobs": lp, "model_logprobs": mlp,
+                        "prompt_logprobs": prompt_logprobs}
+                       for text, toks, lp, mlp in zip(texts, tokens, logprobs, model_logprobs)]
         return {"completions": completions, "input_length": input_length, "ids": ids}
 
     # -- ours: several requests of the same generation arguments in one generate call ---------------
@@ -223,14 +230,16 @@ class LocalModel:
                 if t in eos:
                     generated = generated[:n + 1]
                     break
-            lp, sure = [], True
+            lp, mlp, sure = [], [], True
             for i, token in enumerate(generated):
-                top = torch.topk(output.logits[i][b].float(), 2)
+                logits = output.logits[i][b].float()
+                top = torch.topk(logits, 2)
                 if int(top.indices[0]) != token or float(top.values[0] - top.values[1]) < BATCH_MARGIN:
                     sure = False
                     break
                 lp.append(torch.nn.functional.log_softmax(output.scores[i][b], dim=0)[token].item())
-            answers.append(self._decoded([generated], [lp], [], len(ids[b])) if sure else None)
+                mlp.append(torch.nn.functional.log_softmax(logits, dim=0)[token].item())
+            answers.append(self._decoded([generated], [lp], [mlp], [], len(ids[b])) if sure else None)
         if self.checked_batches < CHECKED_BATCHES and width > min(len(i) for i in ids):
             self.checked_batches += 1
             probe = min(range(len(ids)), key=lambda b: len(ids[b]))  # the most padded row
@@ -425,7 +434,8 @@ class HuggingFaceLocalClient:
         usage = {"prompt_tokens": response["input_length"],
                  "completion_tokens": sum(len(ids) for ids in response["ids"])}
         return Attempt(OK, result=result, status=200, usage=usage,
-                       untruncated=[c["text"] for c in response["completions"]] if request.get("stop_sequences") else None)
+                       untruncated=[c["text"] for c in response["completions"]] if request.get("stop_sequences") else None,
+                       model_logprobs=[c["model_logprobs"] for c in response["completions"]])
 
 
 @model_api(HUGGINGFACE_CLIENT_CLASS, in_process=True)

@@ -59,7 +59,11 @@ def test_a_batch_answers_as_each_request_alone(client):
     alone = [model.serve(r) for r in raws]
     batched = model.serve_batch(raws)
     assert _ids(batched) == _ids(alone)
-    assert [a["completions"] for a in batched] == [a["completions"] for a in alone]  # texts, tokens, logprobs
+    helm_fields = ("text", "tokens", "logprobs")
+    assert [[{k: c[k] for k in helm_fields} for c in a["completions"]] for a in batched] == \
+        [[{k: c[k] for k in helm_fields} for c in a["completions"]] for a in alone]
+    for b, a in zip(batched, alone):  # the model's own logprobs: equal up to the batch's float drift
+        assert b["completions"][0]["model_logprobs"] == pytest.approx(a["completions"][0]["model_logprobs"], abs=1e-5)
     assert model.counts["batched"] - before["batched"] >= 20  # kept, not silently redone
     assert len({tuple(a["ids"][0]) for a in alone}) > 10  # the prompts really give different answers
 
@@ -134,6 +138,8 @@ def test_attempt_gives_helms_result_shape(client):
     assert set(completion) == {"text", "logprob", "tokens"} and len(completion["tokens"]) <= 5
     assert completion["logprob"] == 0.0 and all(t["logprob"] == 0.0 for t in completion["tokens"])  # HELM's
     assert got.usage["completion_tokens"] == len(completion["tokens"]) and got.result["success"] is True
+    [model_logprobs] = got.model_logprobs  # the corrected value beside HELM's 0.0
+    assert len(model_logprobs) >= len(completion["tokens"]) and all(lp < 0 for lp in model_logprobs)
 
 
 def test_chat_messages_are_refused_by_a_model_without_chat_template(client):

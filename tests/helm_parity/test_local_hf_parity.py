@@ -106,3 +106,14 @@ def test_display_files_equal_helm(built, run):
         for k, v in g_stats.items():
             if k not in EXEMPT:
                 assert o_stats[k] == pytest.approx(v, abs=1e-9), k
+
+
+def test_local_logprobs_put_the_models_own_beside_helms_zero(built):
+    """HELM's bug kept in every file (logprob 0.0 at temperature 0); the model's own in SQL beside it."""
+    import duckdb
+
+    with duckdb.connect(str(built["out"] / "medhelm.duckdb"), read_only=True) as conn:
+        rows = conn.execute("SELECT helm_logprob, model_logprob, num_tokens FROM local_logprobs").fetchall()
+    assert len(rows) == 40
+    assert all(helm == 0.0 for helm, _, _ in rows)
+    assert all(model < 0 for _, model, n in rows if n > 0) and sum(n for _, _, n in rows) > 100

@@ -36,3 +36,9 @@ ALTER TABLE run_entries ADD COLUMN IF NOT EXISTS deployment JSON;
 -- that cut on the original text, so the answer is never asked again. NULL: no stop sequences (or an
 -- answer stored before this column existed).
 ALTER TABLE completions ADD COLUMN IF NOT EXISTS untruncated JSON;
+
+-- In-process Hugging Face models: each completion's generated tokens' log-probabilities under the
+-- model itself (log_softmax of the raw logits; a JSON list of lists). HELM takes them from the scores
+-- after the temperature, so every token of a temperature-0 request has logprob 0.0 in its results
+-- (kept in `result`, as HELM writes it); this is the corrected value beside it (view local_logprobs).
+ALTER TABLE completions ADD COLUMN IF NOT EXISTS model_logprobs JSON;
