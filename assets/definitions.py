@@ -33,6 +33,7 @@ defs = dg.Definitions(
     assets=[run_entries, *DATASET_ASSETS.values(), *PER_RUN_ASSETS, *SUMMARY_ASSETS, *PUBLISHED_ASSETS],
     jobs=[register_suite, *dataset_jobs, run_layers],
     asset_checks=[*SQL_CHECKS],
-    resources={"medhelm": MedhelmResource(), "run_controls": RunControls(), "published": PublishedResource.from_env()},
+    resources={"medhelm": MedhelmResource.from_env(), "run_controls": RunControls(),
+               "published": PublishedResource.from_env()},
     executor=dg.in_process_executor,
 )

@@ -2,62 +2,13 @@
 checkout: each exits 0, the UI answers on port 3000, the run's layers and the leaderboard land in
 DuckDB; and an error of ours inside an asset fails the step with our one-line message."""
 import os
-import shutil
-import signal
 import socket
 import subprocess
-import time
-import urllib.request
-from pathlib import Path
 
 import duckdb
 
+from tests.dagster_dev import fresh_checkout, stop_group, ui_answers
 from tests.readme import code_blocks, commands, strip_comment
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def fresh_checkout(tmp: Path) -> Path:
-    """The tracked files, as a clone has them, with the set-up's .venv beside them."""
-    work = tmp / "checkout"
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    for name in files:
-        src = ROOT / name
-        if src.is_file():
-            (work / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, work / name)
-    (work / ".venv").symlink_to(ROOT / ".venv")
-    return work
-
-
-def _ui_answers(port: int, timeout_s: float) -> bool:
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as r:
-                if r.status == 200:
-                    return True
-        except OSError:
-            time.sleep(1)
-    return False
-
-
-def _stop_group(pgid: int, grace_s: float = 20.0) -> None:
-    """Ctrl-C the process group (what `dg dev` waits for; it ignores SIGTERM), wait until it is gone
-    (ports freed), then SIGKILL whatever is left."""
-    for sig in (signal.SIGINT, signal.SIGKILL):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.time() + grace_s
-        while time.time() < deadline:
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.5)
-
 
 def test_every_dagster_command_in_the_readme_works_as_printed(tmp_path):
     [block] = code_blocks("Dagster", "bash")
@@ -81,9 +32,9 @@ def test_every_dagster_command_in_the_readme_works_as_printed(tmp_path):
         proc.wait(timeout=900)
         out = log.read_text()
         assert proc.returncode == 0, out[-4000:]
-        assert _ui_answers(3000, 120), "dg dev: the UI did not answer on http://localhost:3000"
+        assert ui_answers(3000, 120), "dg dev: the UI did not answer on http://localhost:3000"
     finally:
-        _stop_group(proc.pid)  # dg dev (webserver, daemon, code server) and the demo server
+        stop_group(proc.pid)  # dg dev (webserver, daemon, code server) and the demo server
     assert "Use 'dg" not in out  # no deprecated command
     db = work / "benchmark_output" / "medhelm.duckdb"
     with duckdb.connect(str(db), read_only=True) as conn:

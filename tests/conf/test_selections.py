@@ -2,6 +2,7 @@
 pydantic models (medhelm_core/selections.py)."""
 import argparse
 
+import dagster as dg
 import pytest
 
 from medhelm_core.selections import RunSelection, SummarizeSelection, add_arguments, from_arguments
@@ -50,7 +51,11 @@ def test_the_import_resource_is_the_import_selection(monkeypatch):
     monkeypatch.setenv("MEDHELM_PUBLISHED_RELEASE", "v2.0.0")
     monkeypatch.setenv("MEDHELM_PUBLISHED_WITH_COMPLETIONS", "yes")
     res = PublishedResource.from_env()
-    assert (res.release, res.suite, res.with_completions, res.jobs) == ("v2.0.0", None, True, 16)
+    assert res.release == dg.EnvVar("MEDHELM_PUBLISHED_RELEASE")  # bound to the variable, read at launch
+    resolved = res.process_config_and_initialize()
+    assert (resolved.release, resolved.suite, resolved.with_completions, resolved.jobs) == ("v2.0.0", None, True, 16)
+    monkeypatch.setenv("MEDHELM_PUBLISHED_RELEASE", "latest")  # what a run started now would follow
+    assert res.process_config_and_initialize().release == "latest"
     args = build_parser().parse_args(["--source", "gs://b/p", "--suite", "s", "-j", "4", "--suite-prefix", "pub-"])
     got = from_arguments(ImportSelection, args)
     assert got == ImportSelection(source="gs://b/p", suite="s", jobs=4, suite_prefix="pub-")

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -20,15 +19,11 @@ import duckdb
 import pytest
 
 from medhelm_core.server.data import REDACTED, Reader
+from tests.browser import chromium
 from medhelm_core.server.format import helm_number
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = "medhelm-example"
-CHROMIUM = os.environ.get("MEDHELM_CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("MEDHELM_CHROMEDRIVER", "/usr/bin/chromedriver")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--window-size=1400,1000"]
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -92,28 +87,8 @@ def medhelm_schema_copy(example, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        msg = f"needs {CHROMIUM} and {CHROMEDRIVER} (apt-get install chromium chromium-driver; .ci/run does)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    os.environ.setdefault("SE_OFFLINE", "true")   # Selenium Manager must not try to download anything
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="medhelm-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS + [f"--user-data-dir={profile}"]:
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    try:
+    with chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture
