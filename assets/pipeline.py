@@ -105,6 +105,8 @@ def run_layers(context: dg.AssetExecutionContext, medhelm: MedhelmResource, run_
     checks = {k.name for k in context.selected_asset_check_keys}
     runs = [RunRef.from_partition_key(k) for k in context.partition_keys]
     failed = []
+    # What every materialization names: HELM's run name (not the partition key), its suite and edition.
+    editions = entry_layer.editions_of(ws, runs)
     for outcome in suite_layer.run_suite(ws, runs, stages):
         if run_controls.on_outcome is not None:
             run_controls.on_outcome(outcome)
@@ -116,7 +118,10 @@ def run_layers(context: dg.AssetExecutionContext, medhelm: MedhelmResource, run_
             for key in STAGE_ASSETS[stage]:
                 if key in selected:
                     yield dg.AssetMaterialization(key, partition=outcome.run.partition_key,
-                                                  metadata=_stage_metadata(outcome, key),
+                                                  metadata={"suite": outcome.run.suite,
+                                                            "run_name": outcome.run.run_name,
+                                                            "edition": editions.get(outcome.run, ws.edition),
+                                                            **_stage_metadata(outcome, key)},
                                                   tags=_data_version(outcome, key))
         for check in RUN_CHECKS.values():
             if check.name in checks and check.name in outcome.checks:

@@ -70,6 +70,14 @@ def test_materialize_all_is_green_in_a_few_runs(ui):
                       '... on BoolMetadataEntry { boolValue } } } } } }')["a"]["assetMaterializations"][0]
     entries = {e["label"]: e.get("text", e.get("boolValue")) for e in note["metadataEntries"]}
     assert entries["followed"] is False and "release" in entries["note"]
+    # a run's materializations name it as HELM does, with its suite and edition (here every run was
+    # up to date after scripts/example.sh: "reused"; a run that asked calls has new/reused/cost_usd)
+    latest = ui.graphql('{ a: assetNodeOrError(assetKey: {path: ["completions"]}) { ... on AssetNode { '
+                        'assetMaterializations(limit: 1) { partition metadataEntries { label '
+                        '... on TextMetadataEntry { text } } } } } }')["a"]["assetMaterializations"][0]
+    labels = {e["label"]: e.get("text") for e in latest["metadataEntries"]}
+    assert {"run_name", "suite", "edition", "reused"} <= set(labels)
+    assert latest["partition"] == f"{labels['suite']}/{labels['run_name']}" and labels["edition"] == "helm-0.5.16"
 
 
 def test_a_partition_range_backfills_in_one_run(ui):
