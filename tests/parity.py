@@ -116,3 +116,22 @@ def assert_index_tables_equal(gold_groups_json: Path, our_groups_json: Path) -> 
             assert o[key] == pytest.approx(value, rel=1e-12, abs=1e-9), key
         else:
             assert o[key] == value, key
+
+
+def assert_display_files_equal(gold_run: Path, our_run: Path) -> None:
+    """instances.json, display_requests.json and display_predictions.json of one run as HELM wrote
+    them (prediction stats within 1e-9, wall-clock runtime exempt)."""
+    def load(path: Path):
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    assert load(our_run / "instances.json") == load(gold_run / "instances.json")
+    assert load(our_run / "display_requests.json") == load(gold_run / "display_requests.json")
+    g_preds, o_preds = load(gold_run / "display_predictions.json"), load(our_run / "display_predictions.json")
+    assert len(o_preds) == len(g_preds)
+    for g, o in zip(g_preds, o_preds):
+        g_stats, o_stats = g.pop("stats"), o.pop("stats")
+        assert o == g
+        assert set(o_stats) == set(g_stats)
+        for k, v in g_stats.items():
+            if k not in EXEMPT:
+                assert o_stats[k] == pytest.approx(v, abs=1e-9), k

@@ -6,8 +6,8 @@ import pytest
 
 from assets.cli import run_main, summarize_main
 from tests.oracle import SHARED, SYNTHETIC, SYNTHETIC_080, load, run_dirs
-from tests.parity import (EXEMPT, assert_group_cells_equal, assert_index_tables_equal, assert_stats_equal, group_files,
-                          lay_out_inputs)
+from tests.parity import (EXEMPT, assert_display_files_equal, assert_group_cells_equal, assert_index_tables_equal,
+                          assert_stats_equal, group_files, lay_out_inputs)
 
 SUITES = {"oracle-cfg": "work/conf/configurable.conf", "oracle-private": "work/conf/private.conf"}
 # edition -> its golden output. Under 0.5.16 the golden summaries name HELM's schema file; under
@@ -105,17 +105,7 @@ def test_duckdb_holds_every_layer(built):
 @pytest.mark.parametrize("suite,run", GOLDEN_RUNS, ids=[r for _, r in GOLDEN_RUNS])
 def test_display_files_equal_helm(built, suite, run):
     gold, ours = built["gold"] / "runs" / suite / run, built["out"] / "runs" / suite / run
-    assert load(ours / "instances.json") == load(gold / "instances.json")
-    assert load(ours / "display_requests.json") == load(gold / "display_requests.json")
-    g_preds, o_preds = load(gold / "display_predictions.json"), load(ours / "display_predictions.json")
-    assert len(o_preds) == len(g_preds)
-    for g, o in zip(g_preds, o_preds):
-        g_stats, o_stats = g.pop("stats"), o.pop("stats")
-        assert o == g
-        assert set(o_stats) == set(g_stats)
-        for k, v in g_stats.items():
-            if k not in EXEMPT:
-                assert o_stats[k] == pytest.approx(v, abs=1e-9), k
+    assert_display_files_equal(gold, ours)
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import pytest
 
 from assets.cli import run_main, summarize_main
 from tests.oracle import PUBLIC, PUBLIC_080, SHARED, load, run_dirs
-from tests.parity import (EXEMPT, assert_group_cells_equal, assert_index_tables_equal, assert_stats_equal, group_files,
-                          lay_out_inputs, mirror_with)
+from tests.parity import (assert_display_files_equal, assert_group_cells_equal, assert_index_tables_equal,
+                          assert_stats_equal, group_files, lay_out_inputs, mirror_with)
 
 SUITE = "public-n50"
 MIRROR = SHARED / "data" / "public"
@@ -111,17 +111,7 @@ def test_every_leaderboard_cell_equals_helm(built):
 @pytest.mark.parametrize("run", GOLDEN_RUNS)
 def test_display_files_equal_helm(built, run):
     gold, ours = built["gold"] / "runs" / SUITE / run, built["out"] / "runs" / SUITE / run
-    assert load(ours / "instances.json") == load(gold / "instances.json")
-    assert load(ours / "display_requests.json") == load(gold / "display_requests.json")
-    g_preds, o_preds = load(gold / "display_predictions.json"), load(ours / "display_predictions.json")
-    assert len(o_preds) == len(g_preds)
-    for g, o in zip(g_preds, o_preds):
-        g_stats, o_stats = g.pop("stats"), o.pop("stats")
-        assert o == g
-        assert set(o_stats) == set(g_stats)
-        for k, v in g_stats.items():
-            if k not in EXEMPT:
-                assert o_stats[k] == pytest.approx(v, abs=1e-9), k
+    assert_display_files_equal(gold, ours)
 
 
 def test_duckdb_holds_the_public_tier(built):
