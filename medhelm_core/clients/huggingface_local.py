@@ -109,6 +109,7 @@ class LocalModel:
         self.name = helm_model
         kwargs = dict(kwargs)
         self.device = pick_device(kwargs)
+        transformers.utils.logging.disable_progress_bar()  # our progress display is the one on stderr
         model = hf_hub.from_pretrained(transformers.AutoModelForCausalLM.from_pretrained, path,
                                        f"model {helm_model}", **kwargs)
         self.model = model.to(self.device) if self.device is not None else model
