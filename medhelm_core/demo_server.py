@@ -11,6 +11,7 @@ import argparse
 import hashlib
 import json
 import re
+import signal
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -102,6 +103,9 @@ def serve(port: int = 0) -> ThreadingHTTPServer:
 
 
 def main() -> None:
+    # A process may inherit SIGTERM as ignored (a parent that set SIG_IGN: the server would then
+    # outlive the `kill` of scripts/example.sh and hold its port); take the default back.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()
