@@ -67,6 +67,13 @@ def from_pretrained(load: Callable[..., Any], name_or_path: str, what: str, **kw
             f"and it could not be downloaded: {_first_line(e)}") from None
 
 
+def instance_key(name: str, name_or_path: str, kwargs: dict) -> tuple:
+    """What one loaded tokenizer or model is cached under: its HELM name (as HELM caches them), its
+    folder (two local paths may give the same name different files) and its from_pretrained arguments."""
+    path = os.path.abspath(name_or_path) if os.path.exists(name_or_path) else name_or_path
+    return name, path, repr(sorted(kwargs.items()))
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__

@@ -42,6 +42,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional, Protocol
 
+from medhelm_core import hf_hub
 from medhelm_core.errors import MedhelmError
 
 
@@ -290,8 +291,6 @@ class HuggingFaceTokenizer:
     HELM's window service asks. Transformers' tokenizers are not thread-safe: calls hold a lock."""
 
     def __init__(self, name: str, pretrained_model_name_or_path: Optional[str] = None, **kwargs):
-        from medhelm_core import hf_hub
-
         self.name = name
         self.path = pretrained_model_name_or_path or name
         transformers = hf_hub.transformers_module()
@@ -317,8 +316,8 @@ class HuggingFaceTokenizer:
                 tokens = self.hf.tokenize(text)
                 if tokens and isinstance(tokens[0], bytes):
                     tokens = [t.decode(errors="ignore") for t in tokens]
-                tokens = [cleanup_token(t, self.name) for t in tokens]
-        return [cleanup_token(t, self.name) for t in tokens]
+                tokens = [cleanup_token(t, self.name) for t in tokens]  # the tokenizer's own cleanup ...
+        return [cleanup_token(t, self.name) for t in tokens]  # ... and the window service's, as in HELM
 
     def count(self, text: str) -> int:
         return len(self.encode(text))
@@ -329,10 +328,8 @@ _HF_LOCK = threading.Lock()
 
 
 def huggingface_tokenizer(name: str, args: dict) -> HuggingFaceTokenizer:
-    """One tokenizer per HELM tokenizer name and process, as HELM caches them (and per folder: two
-    local paths may give the same name different files)."""
-    path = str(args.get("pretrained_model_name_or_path") or name)
-    key = (name, os.path.abspath(path) if os.path.exists(path) else path, repr(sorted(args.items())))
+    """One tokenizer per HELM tokenizer name, folder and arguments, per process (`hf_hub.instance_key`)."""
+    key = hf_hub.instance_key(name, str(args.get("pretrained_model_name_or_path") or name), args)
     with _HF_LOCK:
         if key not in _HF_TOKENIZERS:
             _HF_TOKENIZERS[key] = HuggingFaceTokenizer(name, **args)
@@ -353,11 +350,9 @@ def get_tokenizer(name: Optional[str], config=None) -> Tokenizer:
     one: a HuggingFaceTokenizer entry is loaded from its `pretrained_model_name_or_path`."""
     spec = getattr(config, "tokenizer_spec", None)
     if name is not None and spec is not None and spec.class_name == HUGGINGFACE_TOKENIZER_CLASS:
-        from medhelm_core.hf_hub import LocalModelUnavailable
-
         try:
             return huggingface_tokenizer(name, dict(spec.args))
-        except LocalModelUnavailable as e:
+        except hf_hub.LocalModelUnavailable as e:
             raise TokenizerNotHere(str(e)) from None
     return _builtin_tokenizer(name)
 

@@ -39,7 +39,6 @@ completions, multi-token stop sequences and echo requests are always generated a
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import threading
 import time
@@ -52,6 +51,7 @@ from medhelm_core import hf_hub
 from medhelm_core.clients.base import Attempt, model_api, truncate_sequence
 from medhelm_core.errors import MedhelmError
 from medhelm_core.ratelimit import FATAL, FATAL_ENDPOINT, OK
+from medhelm_core.tokenizers import HUGGINGFACE_TOKENIZER_CLASS, TokenizerError, get_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -332,7 +332,7 @@ _MODELS_LOCK = threading.Lock()
 
 def _batcher(helm_model: str, path: str, tokenizer, kwargs: dict, batch_size: Optional[int]) -> Batcher:
     """HELM's HuggingFaceServerFactory: one model per HELM model name (and folder) per process."""
-    key = (helm_model, os.path.abspath(path) if os.path.exists(path) else path, repr(sorted(kwargs.items())))
+    key = hf_hub.instance_key(helm_model, path, kwargs)
     with _MODELS_LOCK:
         batcher = _MODELS.get(key)
         if batcher is None:
@@ -447,8 +447,6 @@ def huggingface_local_client(deployment, credentials, max_concurrency: int | Non
     Its tokenizer is the deployment's `tokenizer_name`, which must be a HuggingFaceTokenizer in
     `tokenizer_configs.yaml` (as HELM requires); the model's config is read now, so a model that is
     neither a folder nor in the Hugging Face cache is named before any request is sent."""
-    from medhelm_core.tokenizers import HUGGINGFACE_TOKENIZER_CLASS, TokenizerError, get_tokenizer
-
     spec = getattr(tokenizer_config, "tokenizer_spec", None)
     if spec is None or spec.class_name != HUGGINGFACE_TOKENIZER_CLASS:
         raise MedhelmError(f"deployment {deployment.name!r}: its tokenizer {deployment.tokenizer_name!r} must be a "
