@@ -135,3 +135,25 @@ def assert_display_files_equal(gold_run: Path, our_run: Path) -> None:
         for k, v in g_stats.items():
             if k not in EXEMPT:
                 assert o_stats[k] == pytest.approx(v, abs=1e-9), k
+
+
+def scenario_states(gold_run: Path, our_run: Path, expected: int) -> tuple[dict, dict]:
+    """(HELM's scenario_state.json, ours) of one run, after checking run_spec.json and scenario.json
+    equal HELM's and both hold `expected` request states (the caller compares the states)."""
+    def load(path: Path):
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    assert load(our_run / "run_spec.json") == load(gold_run / "run_spec.json")
+    assert load(our_run / "scenario.json") == load(gold_run / "scenario.json")
+    g_states, o_states = load(gold_run / "scenario_state.json"), load(our_run / "scenario_state.json")
+    assert len(o_states["request_states"]) == len(g_states["request_states"]) == expected
+    return g_states, o_states
+
+
+def assert_leaderboard_equal(gold: Path, ours: Path) -> int:
+    """The same group files, every cell of each equal to HELM's, and the index tables of groups.json
+    (`gold`/`ours`: a suite's or release's folder); returns how many cells were compared."""
+    assert group_files(ours) == group_files(gold)
+    compared = sum(assert_group_cells_equal(gold / "groups", ours / "groups", name) for name in group_files(gold))
+    assert_index_tables_equal(gold / "groups.json", ours / "groups.json")
+    return compared
