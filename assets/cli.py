@@ -75,7 +75,7 @@ BUDGET_EXIT = 3  # stopped at --budget: everything paid is stored, rerun to cont
 
 
 def _run(args) -> int:
-    from medhelm_core.run.entries import check_one_edition, expand_selection, scenario_partitions
+    from medhelm_core.run.entries import cells_of, check_one_edition, expand_selection, scenario_partitions
     from medhelm_core.run.preflight import check_offline, private_tier_notice, validate_runs
     from medhelm_core.run.workspace import RunRef, Workspace
 
@@ -113,11 +113,13 @@ def _run(args) -> int:
         print(f"medhelm-run: {notice}", file=sys.stderr)
 
     from assets.definitions import defs
+    from assets.partitions import grid_range_tags, partition_range_tags
     from assets.resources import MedhelmResource
     from medhelm_core.progress import progress_display
     from medhelm_core.run.datasets import is_current
 
     runs = [RunRef(args.suite, spec["name"]) for _, spec in entries]
+    cells = dict(zip(runs, cells_of(args.suite, entries)))
     outcomes = []
 
     def report(outcome) -> None:  # each run as it ends (the runs of the invocation end in any order)
@@ -166,9 +168,12 @@ def _run(args) -> int:
     stale = [r for r in runs if r not in fresh]
     if stale:
         with progress_display(ws, args.progress):
+            # One Dagster run over the rectangle of cells the stale runs span; the config names
+            # exactly which runs are the invocation's (a cell of the rectangle may hold another's).
             result = defs.get_job_def("run_layers").execute_in_process(
-                instance=instance, resources=resources, run_config=QUIET, raise_on_error=False,
-                tags={**tags, **partition_range_tags(instance, "runs", [r.partition_key for r in stale])})
+                instance=instance, resources=resources, raise_on_error=False,
+                run_config={"ops": {"layers": {"config": {"runs": [r.key for r in stale]}}}, **QUIET},
+                tags={**tags, **grid_range_tags(instance, [cells[r] for r in stale])})
         if not result.success and len(outcomes) < len(runs):  # the step failed outside any run (bug, bad config)
             step_errors = [e for e in result.all_events if e.is_step_failure]
             error = step_errors[0].step_failure_data.error if step_errors else None
@@ -186,27 +191,6 @@ def _run(args) -> int:
         print(f"medhelm-run: error: {len(failures)} of {len(runs)} runs failed", file=sys.stderr)
         return 1
     return 0
-
-
-def partition_range_tags(instance, partitions_name: str, keys: list[str]) -> dict[str, str]:
-    """The tags of a Dagster run over exactly `keys` of a dynamic partitions definition. A run
-    targets a range (in the order partitions were added), so keys that are not one block yet are
-    moved to the end, in this order (removing a dynamic partition keeps its history)."""
-    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-
-    if len(keys) == 1:
-        return {"dagster/partition": keys[0]}
-    existing = instance.get_dynamic_partitions(partitions_name)
-    wanted = set(keys)
-    positions = [i for i, k in enumerate(existing) if k in wanted]
-    if len(positions) != len(keys) or positions[-1] - positions[0] + 1 != len(keys):
-        for key in keys:
-            if instance.has_dynamic_partition(partitions_name, key):
-                instance.delete_dynamic_partition(partitions_name, key)
-        instance.add_dynamic_partitions(partitions_name, keys)
-        existing = instance.get_dynamic_partitions(partitions_name)
-        positions = [i for i, k in enumerate(existing) if k in wanted]
-    return {ASSET_PARTITION_RANGE_START_TAG: existing[positions[0]], ASSET_PARTITION_RANGE_END_TAG: existing[positions[-1]]}
 
 
 def summarize_main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@ warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 from assets.leaderboard import SQL_CHECKS, SUMMARY_ASSETS  # noqa: E402
-from assets.partitions import runs_partitions, scenario_partitions  # noqa: E402
+from assets.partitions import grid_partitions, scenario_partitions  # noqa: E402
 from assets.pipeline import DATASET_ASSETS, PER_RUN_ASSETS, run_entries  # noqa: E402
 from assets.published import PUBLISHED_ASSETS, PublishedResource  # noqa: E402
 from assets.resources import MedhelmResource  # noqa: E402
@@ -15,8 +15,8 @@ from medhelm_core.engine import RunControls  # noqa: E402
 
 # The jobs medhelm-run launches, in order (the UI and `dg launch` launch the same ones):
 # register_suite, then build_<tier>_datasets over the suite's scenario partitions, then run_layers
-# over its run partitions, one Dagster run each (the datasets and layers take partition ranges):
-# `dagster asset materialize -m assets.definitions --select requests+ --partition-range 'a...b'`.
+# over its cells of the benchmark × model grid, one Dagster run each (the datasets and layers take
+# partition ranges; the grid's, a rectangle: `--partition-range 'b1|s/m1...b2|s/m2'`).
 register_suite = dg.define_asset_job("register_suite", selection=dg.AssetSelection.assets(run_entries),
                                      description="Expand a suite's confs into run specs; add its run and dataset "
                                                  "partitions.")
@@ -25,9 +25,9 @@ dataset_jobs = [dg.define_asset_job(f"build_{tier}_datasets", selection=dg.Asset
                                     description=f"Build {tier} datasets (partitions: scenario specs).")
                 for tier, asset in DATASET_ASSETS.items()]
 run_layers = dg.define_asset_job("run_layers", selection=dg.AssetSelection.assets(*PER_RUN_ASSETS),
-                                 partitions_def=runs_partitions,
-                                 description="Runs (partitions <suite>/<run name>) through every per-run layer, "
-                                             "all at once.")
+                                 partitions_def=grid_partitions,
+                                 description="Runs (partitions: benchmark × <suite>/<model deployment>) through "
+                                             "every per-run layer, all at once.")
 
 defs = dg.Definitions(
     assets=[run_entries, *DATASET_ASSETS.values(), *PER_RUN_ASSETS, *SUMMARY_ASSETS, *PUBLISHED_ASSETS],

@@ -2,18 +2,23 @@
 instance_stats / run_stats → HELM run files. One step materializes the selected layers for every
 selected run partition at once (`medhelm_core.run.suite`), so a backfill keeps every endpoint busy."""
 
+import dataclasses
+from typing import Optional
+
 import dagster as dg
 
 from assets.errors import user_errors
 
-from assets.partitions import runs_partitions, scenario_partitions
+from assets.partitions import benchmark_partitions, grid_partitions, model_partitions, scenario_partitions
 from assets.resources import MedhelmResource, RunControlsParam
+from medhelm_core.costs import Budget
 from medhelm_core.run import checks as run_checks
 from medhelm_core.run import datasets as dataset_layer
 from medhelm_core.run import entries as entry_layer
+from medhelm_core.run import grid as grid_layer
 from medhelm_core.run import suite as suite_layer
-from medhelm_core.run.workspace import RunRef
 from medhelm_core.selections import RunSelection
+from pydantic import Field
 
 
 # The tag a materialization's data version travels in (what MaterializeResult(data_version=...) writes).
@@ -32,16 +37,26 @@ def run_entries(context: dg.AssetExecutionContext, config: RunEntriesConfig,
     ws = medhelm.workspace().for_edition(config.edition)
     entries = entry_layer.expand_selection(ws, config)
     runs = entry_layer.register_runs(ws, config.suite, entries)
-    keys = [r.partition_key for r in runs]
-    context.instance.add_dynamic_partitions(runs_partitions.name, keys)
+    cells = entry_layer.cells_of(config.suite, entries)
+    add_grid_keys(context.instance, cells)
     datasets_by_tier = entry_layer.scenario_partitions(entries, ws.catalog)
     for tier, scenario_keys in datasets_by_tier.items():
         if scenario_keys:
             context.instance.add_dynamic_partitions(scenario_partitions[tier].name, scenario_keys)
     return dg.MaterializeResult(metadata={
         "suite": config.suite, "runs": len(runs),
-        "partitions": dg.MetadataValue.md("\n".join(f"- `{k}`" for k in keys)),
+        "partitions": dg.MetadataValue.md("\n".join(f"- `{c.key}`: {r.run_name}" for c, r in zip(cells, runs))),
         "datasets": dg.MetadataValue.json({t: k for t, k in datasets_by_tier.items() if k})})
+
+
+def add_grid_keys(instance: dg.DagsterInstance, cells: list[grid_layer.Cell]) -> None:
+    """The cells' benchmarks and models as keys of the grid's two dimensions (new ones at the end)."""
+    for partitions, keys in ((benchmark_partitions, [c.benchmark for c in cells]),
+                             (model_partitions, [c.model for c in cells])):
+        known = set(instance.get_dynamic_partitions(partitions.name))
+        new = [k for k in dict.fromkeys(keys) if k not in known]
+        if new:
+            instance.add_dynamic_partitions(partitions.name, new)
 
 
 def _dataset_asset(tier: str) -> dg.AssetsDefinition:
@@ -73,6 +88,14 @@ STAGE_ASSETS = {"requests": ["requests"], "completions": ["completions"], "annot
 RUN_CHECKS = {check.name: check for check in run_checks.RUN_CHECKS}
 
 
+class LayersConfig(dg.Config):
+    runs: list[str] = Field(default=[], description="only these runs (`<suite>/<HELM run name>`) of the selected "
+                            "cells; empty: every registered run there (medhelm-run names its invocation's runs)")
+    budget_usd: Optional[float] = Field(default=None, ge=0, description="spend at most this on new model and "
+                                        "judge calls in this Dagster run (medhelm-run --budget); stored answers "
+                                        "cost nothing; materialize again to continue")
+
+
 @dg.multi_asset(
     name="layers",
     specs=[
@@ -93,17 +116,29 @@ RUN_CHECKS = {check.name: check for check in run_checks.RUN_CHECKS}
                      description="Run-level stats as HELM aggregates them (stats.json)."),
     ],
     check_specs=[dg.AssetCheckSpec(c.name, asset=c.asset, description=c.description) for c in run_checks.RUN_CHECKS],
-    partitions_def=runs_partitions, backfill_policy=dg.BackfillPolicy.single_run(), can_subset=True, pool="llm_api",
+    partitions_def=grid_partitions, backfill_policy=dg.BackfillPolicy.single_run(), can_subset=True, pool="llm_api",
 )
 @user_errors
-def run_layers(context: dg.AssetExecutionContext, medhelm: MedhelmResource, run_controls: RunControlsParam):
-    """Every selected run partition at once (`run.suite.run_suite`); each run's materializations and
-    check results are recorded when that run ends, so the UI shows per-run status as it goes."""
+def run_layers(context: dg.AssetExecutionContext, config: LayersConfig, medhelm: MedhelmResource,
+               run_controls: RunControlsParam):
+    """Every selected cell's run at once (`run.suite.run_suite`); each run's materializations and
+    check results are recorded when that run ends, so the UI shows per-cell status as it goes."""
+    if config.budget_usd is not None:  # this Dagster run's own cap (medhelm-run's comes in run_controls)
+        run_controls = dataclasses.replace(run_controls, budget=Budget(config.budget_usd))
     ws = medhelm.workspace(run_controls)
     selected = {k.to_user_string() for k in context.selected_asset_keys}
     stages = [s for s, keys in STAGE_ASSETS.items() if selected & set(keys)]
     checks = {k.name for k in context.selected_asset_check_keys}
-    runs = [RunRef.from_partition_key(k) for k in context.partition_keys]
+    at = grid_layer.runs_at(ws, [grid_layer.Cell.from_key(k) for k in context.partition_keys])
+    cells = {run: cell for cell, run in at.items() if run is not None}
+    only = set(config.runs)
+    runs = [run for run in cells if not only or run.key in only]
+    for hole in (cell for cell, run in at.items() if run is None):
+        # A backfill of every cell reaches cells no suite registered: say so (an asset a backfill
+        # asked for and did not get counts as failed).
+        for key in (k for keys in STAGE_ASSETS.values() for k in keys if k in selected):
+            yield dg.AssetMaterialization(key, partition=hole.key, metadata={
+                "registered": False, "note": f"suite {hole.suite!r} has no run of {hole.benchmark!r} on this model"})
     failed = []
     # What every materialization names: HELM's run name (not the partition key), its suite and edition.
     editions = entry_layer.editions_of(ws, runs)
@@ -114,10 +149,11 @@ def run_layers(context: dg.AssetExecutionContext, medhelm: MedhelmResource, run_
             failed.append(outcome)
             if outcome.started:
                 context.log.error(f"{outcome.run.run_name}: {outcome.error}")
+        partition = cells[outcome.run].key
         for stage in outcome.stages:
             for key in STAGE_ASSETS[stage]:
                 if key in selected:
-                    yield dg.AssetMaterialization(key, partition=outcome.run.partition_key,
+                    yield dg.AssetMaterialization(key, partition=partition,
                                                   metadata={"suite": outcome.run.suite,
                                                             "run_name": outcome.run.run_name,
                                                             "edition": editions.get(outcome.run, ws.edition),
@@ -129,7 +165,7 @@ def run_layers(context: dg.AssetExecutionContext, medhelm: MedhelmResource, run_
                 yield dg.AssetCheckEvaluation(asset_key=dg.AssetKey(check.asset), check_name=check.name,
                                               passed=passed, metadata=metadata,
                                               severity=dg.AssetCheckSeverity(check.severity),
-                                              partition=outcome.run.partition_key)
+                                              partition=partition)
     if failed:
         first = next((o for o in failed if o.error is not None), failed[0])
         raise first.error if len(runs) == 1 and first.error is not None else dg.Failure(

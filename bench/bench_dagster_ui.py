@@ -8,8 +8,9 @@ In a fresh copy of the checkout (its own DAGSTER_HOME and output folder):
 3. `Materialize all`: `dg dev` on loopback, then the backfill the UI's button launches (every asset,
    every partition) through the webserver's GraphQL API, timed from launch to COMPLETED_SUCCESS. Every
    layer is materialized again from the stored answers (no model call); the time is mostly Dagster's:
-   the backfill daemon launches one run per step of the graph (conf, datasets, per-run layers,
-   summaries) at its ticks, each run a fresh process.
+   the backfill daemon launches one run per step of the graph (conf, datasets, summaries) and one
+   per model column of the benchmark × model grid (the per-run layers; the two columns at once) at
+   its ticks, each run a fresh process.
 
     .venv/bin/python bench/bench_dagster_ui.py
 """

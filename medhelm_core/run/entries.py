@@ -9,6 +9,7 @@ from medhelm_core.catalog import Catalog
 from medhelm_core.conf.expand import expand_confs
 from medhelm_core.editions import DEFAULT_EDITION
 from medhelm_core.errors import MedhelmError
+from medhelm_core.run.grid import Cell, cell_of, check_cells_unique
 from medhelm_core.run.workspace import RunRef, Workspace
 from medhelm_core.selections import RunSelection
 
@@ -63,6 +64,8 @@ def register_runs(ws: Workspace, suite: str, entries: list[tuple[Any, dict]]) ->
     """Record what the suite asks for: (run entry, run spec) pairs from the confs, under the
     workspace's edition, and the scenario specs (dataset partitions) they need."""
     check_one_edition(ws, suite, [spec["name"] for _, spec in entries])
+    check_cells_unique(suite, [*_registered_deployments(ws, suite), *(
+        (spec["name"], _deployment_of(spec)) for _, spec in entries)])
     rows, scenario_rows = [], {}
     for entry, spec in entries:
         adapter = spec["adapter_spec"]
@@ -79,6 +82,24 @@ def register_runs(ws: Workspace, suite: str, entries: list[tuple[Any, dict]]) ->
         conn.executemany("INSERT OR REPLACE INTO scenario_specs (partition_key, tier, scenario_spec, edition)"
                          " VALUES (?, ?, ?, ?)", [(k, t, sp, ws.edition) for k, (t, sp) in scenario_rows.items()])
     return [RunRef(suite, spec["name"]) for _, spec in entries]
+
+
+def _deployment_of(run_spec: dict) -> str:
+    adapter = run_spec["adapter_spec"]
+    return adapter.get("model_deployment") or adapter.get("model")
+
+
+def _registered_deployments(ws: Workspace, suite: str) -> list[tuple[str, str]]:
+    if not ws.store.path.exists():
+        return []
+    with ws.store.connect() as conn:
+        return conn.execute("SELECT run_name, coalesce(model_deployment, model) FROM run_entries WHERE suite = ?",
+                            [suite]).fetchall()
+
+
+def cells_of(suite: str, entries: list[tuple[Any, dict]]) -> list[Cell]:
+    """Each run's cell in the benchmark × model grid (`grid.py`), in the entries' order."""
+    return [cell_of(suite, spec["name"], _deployment_of(spec)) for _, spec in entries]
 
 
 def _deployment_json(ws: Workspace, name: str | None) -> str | None:
@@ -99,7 +120,7 @@ def editions_of(ws: Workspace, runs: list[RunRef]) -> dict[RunRef, str]:
         rows = conn.execute(
             "SELECT suite, run_name, coalesce(edition, ?) FROM run_entries"
             " WHERE suite || '/' || run_name IN (SELECT unnest(?::VARCHAR[]))",
-            [DEFAULT_EDITION, [r.partition_key for r in runs]]).fetchall()
+            [DEFAULT_EDITION, [r.key for r in runs]]).fetchall()
     return {RunRef(s, n): e for s, n, e in rows}
 
 

@@ -100,7 +100,7 @@ def _current_fingerprints(ws: Workspace, runs: list[RunRef]) -> tuple[dict[RunRe
             "SELECT e.suite, e.run_name, e.run_spec, f.fingerprint, e.edition FROM run_entries e"
             " LEFT JOIN run_fingerprints f ON f.suite = e.suite AND f.run_name = e.run_name"
             " WHERE e.suite || '/' || e.run_name IN (SELECT unnest(?::VARCHAR[]))",
-            [[r.partition_key for r in runs]]).fetchall()
+            [[r.key for r in runs]]).fetchall()
         datasets = dict(conn.execute("SELECT partition_key, scenario_key FROM scenario_specs").fetchall())
     now, stored = {}, {}
     for suite, name, spec_json, fp, edition in rows:
@@ -229,7 +229,7 @@ def _run_facts(ws: Workspace, runs: list[RunRef]) -> dict[RunRef, tuple[str, boo
         rows = conn.execute(
             "SELECT suite, run_name, model_deployment, json_array_length(coalesce(run_spec->'annotators', '[]'))"
             " FROM run_entries WHERE suite || '/' || run_name IN (SELECT unnest(?::VARCHAR[]))",
-            [[r.partition_key for r in runs]]).fetchall()
+            [[r.key for r in runs]]).fetchall()
     return {RunRef(s, n): (d or "", bool(a)) for s, n, d, a in rows}
 
 

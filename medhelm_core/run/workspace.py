@@ -33,15 +33,9 @@ class RunRef:
     run_name: str
 
     @property
-    def partition_key(self) -> str:
+    def key(self) -> str:
+        """`<suite>/<run name>`: how the store's queries name a run (its run folder's path)."""
         return f"{self.suite}/{self.run_name}"
-
-    @classmethod
-    def from_partition_key(cls, key: str) -> "RunRef":
-        suite, _, run_name = key.partition("/")
-        if not run_name:
-            raise MedhelmError(f"partition key {key!r} is not '<suite>/<run name>'")
-        return cls(suite, run_name)
 
 
 @dataclass

@@ -8,9 +8,11 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
+from medhelm_core.run.grid import benchmark_of
 from tests.browser import chromium
 from tests.dagster_dev import DagsterDev, fresh_checkout
 
@@ -18,7 +20,7 @@ LAYER_GROUPS = ["conf", "datasets", "requests", "completions", "annotations", "s
 BACKFILL = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
   __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
 BACKFILL_STATUS = """query($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill {
-  status runs(limit: 100) { id status } } } }"""
+  status runs(limit: 100) { id status tags { key value } } } } }"""
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +64,14 @@ def test_materialize_all_is_green_in_a_few_runs(ui):
     assert state["status"] == "COMPLETED_SUCCESS", state
     partitions = ui.graphql('{ a: assetNodeOrError(assetKey: {path: ["requests"]}) { ... on AssetNode { '
                             'partitionKeys } } }')["a"]["partitionKeys"]
-    assert len(partitions) == 6
-    # one run per layer group (conf, datasets, per-run layers, summaries), not one per partition
-    assert 1 <= len(state["runs"]) <= 5 and all(r["status"] == "SUCCESS" for r in state["runs"])
+    assert len(partitions) == 6  # 3 benchmarks × 2 models
+    assert all(r["status"] == "SUCCESS" for r in state["runs"])
+    # The per-run layers: one run per model column (Dagster cuts a two-dimensional backfill along
+    # its shorter side), each over every benchmark of its column; plus conf, datasets, summaries.
+    columns = [_range(r) for r in state["runs"] if "|" in _range(r)[0]]
+    assert sorted(start.split("|")[1] for start, _ in columns) == ["example/demo/model-a", "example/demo/model-b"]
+    assert all(start.split("|")[1] == end.split("|")[1] for start, end in columns)
+    assert len(state["runs"]) == len(columns) + 3
     note = ui.graphql('{ a: assetNodeOrError(assetKey: {path: ["published_import"]}) { ... on AssetNode { '
                       'assetMaterializations(limit: 1) { metadataEntries { label ... on TextMetadataEntry { text } '
                       '... on BoolMetadataEntry { boolValue } } } } } }')["a"]["assetMaterializations"][0]
@@ -77,14 +84,23 @@ def test_materialize_all_is_green_in_a_few_runs(ui):
                         '... on TextMetadataEntry { text } } } } } }')["a"]["assetMaterializations"][0]
     labels = {e["label"]: e.get("text") for e in latest["metadataEntries"]}
     assert {"run_name", "suite", "edition", "reused"} <= set(labels)
-    assert latest["partition"] == f"{labels['suite']}/{labels['run_name']}" and labels["edition"] == "helm-0.5.16"
+    benchmark, model = latest["partition"].split("|")  # the cell: benchmark × <suite>/<deployment>
+    assert benchmark == benchmark_of(labels["run_name"]) and model.startswith(labels["suite"] + "/demo/")
+    assert labels["edition"] == "helm-0.5.16"
 
 
-def test_a_partition_range_backfills_in_one_run(ui):
+def _range(run: dict) -> tuple[str, str]:
+    tags = {t["key"]: t["value"] for t in run["tags"]}
+    return tags.get("dagster/asset_partition_range_start", ""), tags.get("dagster/asset_partition_range_end", "")
+
+
+def test_a_models_column_backfills_in_one_run(ui):
     keys = ui.graphql('{ a: assetNodeOrError(assetKey: {path: ["completions"]}) { ... on AssetNode { '
                       'partitionKeys } } }')["a"]["partitionKeys"]
+    column = [k for k in keys if k.endswith("|example/demo/model-b")]
+    assert len(column) == 3
     layers = [{"path": [k]} for k in ("requests", "completions", "annotations", "instance_stats", "run_stats")]
-    launched = ui.graphql(BACKFILL, {"p": {"assetSelection": layers, "partitionNames": keys[:3]}})
+    launched = ui.graphql(BACKFILL, {"p": {"assetSelection": layers, "partitionNames": column}})
     state = _wait_backfill(ui, launched["launchPartitionBackfill"]["backfillId"])
     assert state["status"] == "COMPLETED_SUCCESS" and len(state["runs"]) == 1, state
 
@@ -145,6 +161,13 @@ def test_the_ui_in_a_real_browser(ui, tmp_path):
         driver.save_screenshot(str(shots / "dagster-launchpad.png"))
         partitions = _page(driver, f"{ui.url}/assets/requests?view=partitions", "Materialized (6)")
         assert "Failed (0)" in partitions and "Missing (0)" in partitions
+        # Dagster's view of a two-dimensional asset: the benchmarks, and the models of the one chosen.
+        assert {"MED-YESNO-EXAMPLE", "shc_ptbm_med", "example/demo/model-a", "example/demo/model-b"} <= set(
+            partitions.split("\n"))
+        cell = quote("shc_ptbm_med|example/demo/model-b")
+        chosen = _page(driver, f"{ui.url}/assets/requests?view=partitions&partition={cell}",
+                       "shc_ptbm_med:model=demo_model-b,model_deployment=demo_model-b")  # the cell's HELM run name
+        assert "helm-0.5.16" in chosen
         driver.save_screenshot(str(shots / "dagster-partitions.png"))
-        for text in (lineage, launchpad, partitions):
+        for text in (lineage, launchpad, partitions, chosen):
             assert "Something went wrong" not in text and "Unexpected GraphQL error" not in text

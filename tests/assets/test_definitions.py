@@ -10,6 +10,15 @@ from pathlib import Path
 SNAPSHOT = Path(__file__).parent / "snapshots" / "definitions.json"
 
 
+def _partitions(parts) -> str | None:
+    if parts is None:
+        return None
+    if hasattr(parts, "partitions_defs"):  # two-dimensional: each dimension and its definition
+        dims = ",".join(f"{d.name}={_partitions(d.partitions_def)}" for d in parts.partitions_defs)
+        return f"{type(parts).__name__}({dims})"
+    return f"{type(parts).__name__}:{getattr(parts, 'name', None)}"
+
+
 def graph_summary() -> dict:
     warnings.filterwarnings("ignore")
     from assets.definitions import defs
@@ -26,7 +35,7 @@ def graph_summary() -> dict:
         assets[key.to_user_string()] = {
             "group": node.group_name,
             "materializable": node.is_materializable,
-            "partitions": None if parts is None else f"{type(parts).__name__}:{getattr(parts, 'name', None)}",
+            "partitions": _partitions(parts),
             "deps": sorted(k.to_user_string() for k in node.parent_keys),
             "checks": sorted(checks.get(key.to_user_string(), [])),
             "code_version": node.code_version,
@@ -42,8 +51,10 @@ def test_definitions_match_the_snapshot():
     assert summary == json.loads(SNAPSHOT.read_text())
 
 
-def test_every_layer_of_a_run_is_partitioned_by_run():
+def test_every_layer_of_a_run_is_partitioned_by_benchmark_and_model():
     assets = graph_summary()["assets"]
+    grid = ("MultiPartitionsDefinition(benchmark=DynamicPartitionsDefinition:benchmarks,"
+            "model=DynamicPartitionsDefinition:models)")
     for layer in ("requests", "completions", "annotations", "instance_stats", "run_stats"):
-        assert assets[layer]["partitions"] == "DynamicPartitionsDefinition:runs", layer
+        assert assets[layer]["partitions"] == grid, layer
     assert assets["completions"]["deps"] == ["requests"] and assets["annotations"]["deps"] == ["completions"]

@@ -1,5 +1,5 @@
-"""`medhelm-run` is one Dagster run over every run partition of the invocation, and each partition
-still records its own materializations, check results and status (the synthetic private conf:
+"""`medhelm-run` is one Dagster run over every cell of the invocation's benchmark × model grid, and
+each cell still records its own materializations, check results and status (the synthetic private conf:
 6 runs on two model deployments and one judge, against the mock server)."""
 import re
 import socket
@@ -8,6 +8,7 @@ import dagster as dg
 from dagster._core.storage.dagster_run import RunsFilter
 
 from assets.cli import run_main
+from assets.partitions import grid_partitions
 from tests.oracle import SYNTHETIC
 from tests.parity import lay_out_inputs
 
@@ -42,25 +43,25 @@ def test_one_dagster_run_per_invocation_with_per_partition_status(tmp_path, monk
     err = capsys.readouterr().err
     assert err.count("] FAILED ") == 3 and "3 of 6 runs failed" in err
     instance = dg.DagsterInstance.get()
-    keys = instance.get_dynamic_partitions("runs")
-    assert len(keys) == 6
+    keys = grid_partitions.get_partition_keys(dynamic_partitions_store=instance)
+    assert len(keys) == 6 and len(instance.get_dynamic_partitions("models")) == 2  # 3 benchmarks × 2 models
+    assert all(k.endswith(("|s/mockai/mock-gpt-a", "|s/mockai/mock-gpt-b")) and "model=" not in k for k in keys)
     assert len(instance.get_runs(RunsFilter(job_name="run_layers"))) == 1
     # Every Dagster run of the invocation says which suite, edition and conf it was.
     tagged = instance.get_runs(RunsFilter(tags={"medhelm/suite": "s", "medhelm/edition": "helm-0.5.16"}))
     assert {r.job_name for r in tagged} >= {"register_suite", "build_private_datasets", "run_layers"}
     assert all(r.tags["medhelm/conf"] == "work/conf/private.conf" for r in tagged)
     gpt_a = {k for k in keys if "mock-gpt-a" in k}
-    runs_partitions = dg.DynamicPartitionsDefinition(name="runs")
     for asset in PER_RUN:
         assert instance.get_materialized_partitions(dg.AssetKey(asset)) == (gpt_a if asset != "requests" else set(keys))
-    status = instance.get_status_by_partition(dg.AssetKey("run_stats"), keys, runs_partitions)
+    status = instance.get_status_by_partition(dg.AssetKey("run_stats"), keys, grid_partitions)
     assert {k for k, s in status.items() if s == dg.AssetPartitionStatus.FAILED} == set(keys) - gpt_a
     history = instance.event_log_storage.get_asset_check_execution_history(
         dg.AssetCheckKey(dg.AssetKey("completions"), "every_request_answered"), limit=50)
     evaluated = {r.partition for r in history if r.event and r.event.dagster_event.event_type_value
                  == "ASSET_CHECK_EVALUATION"}
     assert evaluated == gpt_a
-    jury_run = next(k for k in gpt_a if k.startswith("s/mental_health"))
+    jury_run = next(k for k in gpt_a if k.startswith("mental_health"))
     records = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("annotations"), asset_partitions=[jury_run]), limit=1).records
     meta = records[0].asset_materialization.metadata

@@ -256,3 +256,38 @@ def test_estimate_cost_and_budget_stop_then_resume(tmp_path, monkeypatch, capsys
         runs = conn.execute("SELECT model_calls, model_cost_usd FROM run_costs WHERE suite = 'budget'"
                             " ORDER BY run_name").fetchall()
     assert runs == [(20, pytest.approx(2.0)), (20, pytest.approx(2.0))]
+
+
+def test_a_dagster_runs_budget_is_its_run_config(tmp_path, monkeypatch, capsys):
+    """What the launchpad sets (`ops: layers: config: budget_usd`) caps that Dagster run as --budget does."""
+    import dagster as dg
+
+    from assets.definitions import defs
+    from assets.partitions import grid_partitions, grid_range_tags
+    from assets.resources import MedhelmResource
+    from medhelm_core.engine import RunControls
+    from medhelm_core.run.grid import Cell
+
+    server = MockServer()
+    try:
+        _lay_out(tmp_path, server, settings=SETTINGS)
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+        args = _args("budget", conf="work/conf/configurable_exact_match.conf", n=20)
+        assert run_main(args + ["--budget", "0"]) == 3  # registers the suite, builds its datasets, sends nothing
+        assert server.stats()["total_requests"] == 0
+        instance = dg.DagsterInstance.get()
+        cells = [Cell.from_key(k) for k in grid_partitions.get_partition_keys(dynamic_partitions_store=instance)]
+        assert len(cells) == 2
+        result = defs.get_job_def("run_layers").execute_in_process(
+            instance=instance, raise_on_error=False, tags=grid_range_tags(instance, cells),
+            resources={"medhelm": MedhelmResource(output_path="out", local_path="work/prod_env"),
+                       "run_controls": RunControls()},
+            run_config={"ops": {"layers": {"config": {"budget_usd": 1.05}}}})
+        assert not result.success and server.stats()["total_requests"] == 10  # $0.10 each: 10 fit in $1.05
+        [failure] = [e for e in result.all_events if e.is_step_failure]
+        assert "2 of 2 runs did not complete" in failure.step_failure_data.error.message
+        assert run_main(args) == 0 and server.stats()["distinct_requests"] == 40  # the rest, none asked twice
+        assert server.stats()["total_requests"] == 40
+    finally:
+        server.close()
