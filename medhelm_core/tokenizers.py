@@ -86,6 +86,20 @@ class SimpleTokenizer:
         return len(text)
 
 
+class UncountedTokenizer:
+    """Stands for a tokenizer that is not here, when the counts it would give may be left out (a
+    re-score of published stats): every count is NaN, so the stats built on it are dropped."""
+
+    def __init__(self, name: Optional[str]):
+        self.name = name
+
+    def encode(self, text: str) -> list:
+        raise TokenizerError(f"tokenizer {self.name!r} is not available here")
+
+    def count(self, text: str) -> float:
+        return float("nan")
+
+
 class NoTokenizer:
     """HELM's `NoTokenizerWindowService`: no tokenizer, every text counts as 1 token."""
 

@@ -137,7 +137,13 @@ class MetricResult:
 # Metric base classes
 # ----------------------------------------------------------------------------------------------
 class MetricInterface:
-    """Anything with HELM's `evaluate(scenario_state, ...) -> MetricResult`."""
+    """Anything with HELM's `evaluate(scenario_state, ...) -> MetricResult`.
+
+    `not_computed`: stats HELM's metric would also produce that this one cannot here (stat name ->
+    the cause in words). A run refuses such a metric (its numbers would not be HELM's); a re-score
+    of published stats computes the rest and lists these with their cause."""
+
+    not_computed: dict[str, str] = {}
 
     def evaluate(self, ctx: EvalContext) -> MetricResult:  # pragma: no cover - abstract
         raise NotImplementedError

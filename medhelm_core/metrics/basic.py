@@ -73,7 +73,9 @@ def compute_efficiency_metrics(request_state: dict[str, Any], ctx: EvalContext) 
     num_completion_tokens = sum(len(c.get("tokens") or []) for c in result["completions"])
     num_output_tokens = num_completion_tokens
     if request.get("echo_prompt"):
-        if num_prompt_tokens <= num_output_tokens:
+        if num_prompt_tokens != num_prompt_tokens:  # NaN: the tokenizer is not here (a re-score)
+            num_output_tokens = num_prompt_tokens
+        elif num_prompt_tokens <= num_output_tokens:
             num_output_tokens -= num_prompt_tokens
         else:
             num_output_tokens = 0

@@ -5,6 +5,10 @@ the request states; their run-level stats are concatenated in that order (`stats
 per-instance entries too (`per_instance_stats.json`: one entry per metric and instance, metric by
 metric). Stats whose `sum` is NaN are dropped (`remove_stats_nans` /
 `remove_per_instance_stats_nans`). Duplicate stat names are kept, as HELM only warns about them.
+
+A run evaluates every stat HELM's metrics would, or refuses. `evaluate_run_partial` (re-scoring
+published stats) computes what can be computed here and says, per stat name, why the rest cannot:
+a metric's `not_computed` stats, and the token counts when the deployment's tokenizer is not here.
 """
 from __future__ import annotations
 
@@ -12,27 +16,42 @@ import logging
 from collections import Counter
 from typing import Any
 
-from medhelm_core.metrics.base import EvalContext, MetricResult, MetricTable, create_metric
+from medhelm_core.metrics.base import EvalContext, MetricError, MetricResult, MetricTable, create_metric
 from medhelm_core.metrics.stat import Stat, is_nan
-from medhelm_core.tokenizers import get_tokenizer
+from medhelm_core.tokenizers import TokenizerError, UncountedTokenizer, get_tokenizer
+
+# The stats that count tokens with the deployment's tokenizer (`BasicGenerationMetric`).
+TOKENIZER_STATS = ("num_prompt_tokens", "num_output_tokens")  # the latter only when the prompt is echoed
 
 log = logging.getLogger(__name__)
 
 
 def evaluate_run_stats(
     run_spec: dict[str, Any], request_states: list[dict[str, Any]], tokenizer_name: str | None,
-    metrics: MetricTable,
+    metrics: MetricTable, strict: bool = True,
 ) -> list[MetricResult]:
     """The `MetricResult` of each metric spec, in order (Stat objects, before NaN removal)."""
+    return _evaluate(run_spec, request_states, tokenizer_name, metrics, strict)[0]
+
+
+def _evaluate(run_spec, request_states, tokenizer, metrics, strict) -> tuple[list[MetricResult], dict[str, str]]:
     built = [create_metric(spec, metrics) for spec in run_spec.get("metric_specs", [])]
-    ctx = EvalContext(
-        adapter_spec=run_spec["adapter_spec"],
-        request_states=request_states,
-        tokenizer=get_tokenizer(tokenizer_name) if tokenizer_name is None or isinstance(tokenizer_name, str)
-        else tokenizer_name,
-        run_spec=run_spec,
-    )
-    return [metric.evaluate(ctx) for metric in built]
+    not_computed: dict[str, str] = {}
+    for metric in built:
+        not_computed.update(metric.not_computed)
+    if strict and not_computed:
+        raise MetricError(next(iter(not_computed.values())) + " (build the run spec with device 'cpu')")
+    if tokenizer is None or isinstance(tokenizer, str):
+        try:
+            tokenizer = get_tokenizer(tokenizer)
+        except TokenizerError as e:
+            if strict:
+                raise
+            tokenizer = UncountedTokenizer(tokenizer)
+            not_computed.update({name: str(e) for name in TOKENIZER_STATS})
+    ctx = EvalContext(adapter_spec=run_spec["adapter_spec"], request_states=request_states, tokenizer=tokenizer,
+                      run_spec=run_spec)
+    return [metric.evaluate(ctx) for metric in built], not_computed
 
 
 def evaluate_run(
@@ -46,11 +65,20 @@ def evaluate_run(
     without tokenizer (count 1). `metrics`
     maps HELM metric class names to implementations (`Catalog.metrics`, or `catalog.library_metrics()`).
     """
-    results = evaluate_run_stats(run_spec, request_states, tokenizer_name, metrics)
+    per_instance, stats, _ = evaluate_run_partial(run_spec, request_states, tokenizer_name, metrics, strict=True)
+    return per_instance, stats
+
+
+def evaluate_run_partial(
+    run_spec: dict[str, Any], request_states: list[dict[str, Any]], tokenizer_name: str | None,
+    metrics: MetricTable, strict: bool = False,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, str]]:
+    """`evaluate_run`, and the stats it could not compute here (name -> cause): those are absent."""
+    results, not_computed = _evaluate(run_spec, request_states, tokenizer_name, metrics, strict)
     stats: list[Stat] = [s for r in results for s in r.aggregated_stats]
     counts = Counter(s.key for s in stats)
     for key, n in counts.items():
         if n > 1:
             log.warning("duplicate metric name %s", key)
     per_instance = [p.to_json(drop_nan=True) for r in results for p in r.per_instance_stats]
-    return per_instance, [s.to_json() for s in stats if not is_nan(s.sum)]
+    return per_instance, [s.to_json() for s in stats if not is_nan(s.sum)], not_computed

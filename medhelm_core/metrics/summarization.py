@@ -13,8 +13,8 @@ input text, each with one leading `{` and one trailing `}` removed):
   tokenizer that `spacy.blank("en")` also has (the golden run used exactly that).
 
 `BERTScore-*` and `summac` exist only when the run spec's `device` is not "cpu" (HELM decides this
-from `torch.cuda.is_available()` when it builds the run spec); medhelm does not implement them and
-refuses such a spec. HELM's `HumanEval-*` / `QAFactEval` lookups never match a MedHELM task and
+from `torch.cuda.is_available()` when it builds the run spec); medhelm does not compute them: a run
+refuses such a spec, a re-score computes the other stats and lists these as `not_computed`. HELM's `HumanEval-*` / `QAFactEval` lookups never match a MedHELM task and
 emit nothing.
 """
 from __future__ import annotations
@@ -26,6 +26,8 @@ from medhelm_core.metrics.base import EvalContext, Metric, MetricError, helm_met
 from medhelm_core.metrics.rouge import rouge_fmeasures
 from medhelm_core.metrics.stat import Stat, metric_name
 
+# What HELM's SummarizationMetric adds on a non-CPU device (BERTScore with `bertscore_model`, SummaC).
+DEVICE_STATS = ("BERTScore-P", "BERTScore-R", "BERTScore-F", "summac")
 _ROUGE_NAMES = {"rouge1": "rouge_1", "rouge2": "rouge_2", "rougeL": "rouge_l"}
 
 
@@ -137,10 +139,9 @@ class SummarizationMetric(Metric):
         summac_new_line_split: bool = False,
     ):
         if device != "cpu":
-            raise MetricError(
-                f"SummarizationMetric(task={task!r}) has device={device!r}: HELM then adds BERTScore and "
-                "SummaC, which medhelm does not implement (build the run spec with device 'cpu')"
-            )
+            cause = (f"SummarizationMetric(task={task!r}) has device={device!r}: HELM then adds BERTScore and "
+                     "SummaC, which this build does not compute")
+            self.not_computed = {name: cause for name in DEVICE_STATS}
         self.task = task
         self.language = language
 

@@ -4,8 +4,11 @@ run-level stats.  No model or judge is called.
 
 `rescore_comparison` gets one row per stat on either side, keyed by (suite, run, level, instance,
 train trial, name, split, sub_split, perturbation name, occurrence); `equal` = same count and sums
-within 1e-9 (or both missing).  Stats of metric classes we do not implement are reported as not
-re-scored, with the class names as the cause.
+within 1e-9 (or both missing).  Re-scoring is per stat, not per run: every stat that can be
+recomputed from the published request states is (`status` 'recomputed'), and each one that cannot
+is listed with `status` 'not_recomputed' and its cause in words: a metric class not implemented
+here, HELM's device-only stats (BERTScore, SummaC), token counts whose tokenizer is not on this
+machine (with the file and where it comes from).
 """
 from __future__ import annotations
 
@@ -19,8 +22,9 @@ import pandas as pd
 from medhelm_core.catalog import Catalog, default_catalog
 from medhelm_core.conf.deployments import load_model_registry
 from medhelm_core.errors import MedhelmError
-from medhelm_core.metrics.evaluate import evaluate_run
+from medhelm_core.metrics.evaluate import TOKENIZER_STATS, evaluate_run_partial
 from medhelm_core.store import Store, in_transaction
+from medhelm_core.tokenizers import TokenizerError, UncountedTokenizer, get_tokenizer
 
 from .tables import ensure_published_tables
 
@@ -35,14 +39,19 @@ class RescoreSummary:
     target: str
     runs: int = 0
     runs_skipped: dict[str, str] = field(default_factory=dict)
-    stats: int = 0
+    stats: int = 0           # published stats of the re-scored runs
+    recomputed: int = 0      # ... that were computed again here
     equal: int = 0
-    causes: dict[str, int] = field(default_factory=dict)
+    causes: dict[str, int] = field(default_factory=dict)          # recomputed but different, per cause
+    not_recomputed: dict[str, int] = field(default_factory=dict)  # per cause
     seconds: float = 0.0
 
     def lines(self) -> list[str]:
-        out = [f"{self.target}: re-scored {self.runs} run(s) offline: {self.stats} published stats compared, "
-               f"{self.equal} equal; {self.seconds:.1f}s"]
+        out = [f"{self.target}: re-scored {self.runs} run(s) offline: {self.stats} published stats, "
+               f"{self.recomputed} recomputed ({self.equal} equal), {self.stats - self.recomputed} not recomputed; "
+               f"{self.seconds:.1f}s"]
+        for cause, n in sorted(self.not_recomputed.items(), key=lambda kv: -kv[1]):
+            out.append(f"  {n} not recomputed: {cause}")
         for cause, n in sorted(self.causes.items(), key=lambda kv: -kv[1]):
             out.append(f"  {n} differ: {cause}")
         for run, why in sorted(self.runs_skipped.items()):
@@ -89,6 +98,17 @@ def _tokenizer(registry, deployment: Optional[str]) -> tuple[Optional[str], Opti
         return None, str(e)
 
 
+def _run_tokenizer(registry, deployment: Optional[str]):
+    """The run's tokenizer, or a stand-in and the cause when it cannot be had here."""
+    name, err = _tokenizer(registry, deployment)
+    if err:
+        return UncountedTokenizer(None), f"token counts need the deployment's tokenizer ({err})"
+    try:
+        return get_tokenizer(name, registry.tokenizer_configs.get(name) if name else None), None
+    except TokenizerError as e:
+        return UncountedTokenizer(name), str(e)
+
+
 def rescore_target(store: Store, target: str, local_path: Optional[str] = "prod_env",
                    progress: Optional[Callable[[str], None]] = None, catalog: Optional[Catalog] = None) -> RescoreSummary:
     metrics = (catalog or default_catalog()).metrics
@@ -114,21 +134,24 @@ def rescore_target(store: Store, target: str, local_path: Optional[str] = "prod_
             ORDER BY r.suite, r.run_name""", [list(dict.fromkeys(suites[0]))]).fetchall()
         rescored: list[tuple] = []
         notes: dict[tuple[str, str], str] = {}
+        not_recomputed: list[tuple[str, str, str, str]] = []  # (suite, run, stat name, cause)
         for i, (suite, run_name, spec_text) in enumerate(runs, 1):
             spec = json.loads(spec_text)
             missing = [m["class_name"] for m in spec.get("metric_specs", []) if m["class_name"] not in metrics]
-            tok, tok_err = _tokenizer(registry, (spec.get("adapter_spec") or {}).get("model_deployment"))
+            tokenizer, tok_cause = _run_tokenizer(registry, (spec.get("adapter_spec") or {}).get("model_deployment"))
             run_spec = dict(spec, metric_specs=[m for m in spec.get("metric_specs", []) if m["class_name"] in metrics])
             note = []
             if missing:
                 note.append("metric classes not implemented here: " + ", ".join(sorted(set(missing))))
-            if tok_err:
-                note.append(f"tokenizer unknown ({tok_err})")
             try:
-                per_instance, stats = evaluate_run(run_spec, _states(conn, suite, run_name), tok, metrics)
+                per_instance, stats, causes = evaluate_run_partial(run_spec, _states(conn, suite, run_name),
+                                                                    tokenizer, metrics)
             except Exception as e:  # noqa: BLE001 - one run's failure is reported, the others go on
                 summary.runs_skipped[f"{suite}/{run_name}"] = f"{type(e).__name__}: {e}"[:300]
                 continue
+            if tok_cause:
+                causes.update({name: tok_cause for name in TOKENIZER_STATS})
+            not_recomputed.extend((suite, run_name, name, cause) for name, cause in causes.items())
             notes[(suite, run_name)] = "; ".join(note)
             seq = 0
             for entry in per_instance:
@@ -146,27 +169,30 @@ def rescore_target(store: Store, target: str, local_path: Optional[str] = "prod_
         frame = frame.astype({"seq": "int64", "count": "int64", "sum": "float64", "mean": "float64"})
         frame["train_trial_index"] = frame["train_trial_index"].astype("Int64")
         note_frame = pd.DataFrame([(s, r, n) for (s, r), n in notes.items()], columns=["suite", "run_name", "note"])
+        missing_frame = pd.DataFrame(not_recomputed, columns=["suite", "run_name", "name", "cause"], dtype="string")
         try:
             with in_transaction(conn):
                 conn.register("_rescored", frame)
                 conn.register("_notes", note_frame)
+                conn.register("_not_computed", missing_frame)
                 conn.execute("DELETE FROM rescore_comparison WHERE (suite, run_name) IN "
                              "(SELECT suite, run_name FROM _notes)")
                 conn.execute(COMPARE_SQL)
         finally:
             conn.unregister("_rescored")
             conn.unregister("_notes")
-        res = conn.execute("""
-            SELECT count(*) FILTER (WHERE published_count IS NOT NULL), count(*) FILTER (WHERE equal AND published_count IS NOT NULL)
-            FROM rescore_comparison WHERE (suite, run_name) IN (SELECT suite, run_name FROM published_runs
-                                          WHERE suite IN (SELECT unnest(?::VARCHAR[])))""",
-                           [list(dict.fromkeys(suites[0]))]).fetchone()
-        summary.stats, summary.equal = res
-        summary.causes = dict(conn.execute("""
-            SELECT cause, count(*) FROM rescore_comparison
-            WHERE NOT equal AND (suite, run_name) IN (SELECT suite, run_name FROM published_runs
-                                                      WHERE suite IN (SELECT unnest(?::VARCHAR[])))
-            GROUP BY cause""", [list(dict.fromkeys(suites[0]))]).fetchall())
+            conn.unregister("_not_computed")
+        in_target = """(suite, run_name) IN (SELECT suite, run_name FROM published_runs
+                                             WHERE suite IN (SELECT unnest(?::VARCHAR[])))"""
+        target_suites = [list(dict.fromkeys(suites[0]))]
+        summary.stats, summary.recomputed, summary.equal = conn.execute(f"""
+            SELECT count(*), count(*) FILTER (WHERE status = 'recomputed'), count(*) FILTER (WHERE equal)
+            FROM rescore_comparison WHERE published_count IS NOT NULL AND {in_target}""", target_suites).fetchone()
+        for status, attr in (("recomputed", "causes"), ("not_recomputed", "not_recomputed")):
+            setattr(summary, attr, dict(conn.execute(f"""
+                SELECT cause, count(*) FROM rescore_comparison
+                WHERE NOT equal AND status = ? AND {in_target} GROUP BY cause""",
+                                                     [status, *target_suites]).fetchall()))
     summary.seconds = time.time() - start
     return summary
 
@@ -232,12 +258,16 @@ SELECT k.suite, k.run_name, k.level, k.instance_id, CAST(k.train_trial_index AS 
        k.perturbation_name, CAST(k.occurrence AS INTEGER), k.published_count, k.rescored_count, k.published_sum,
        k.rescored_sum, k.published_mean, k.rescored_mean, k.abs_diff, coalesce(k.equal, false),
        CASE WHEN coalesce(k.equal, false) THEN NULL
+            WHEN NOT k.in_r AND m.cause IS NOT NULL THEN m.cause
             WHEN NOT k.in_r THEN 'not re-scored' || CASE WHEN n.note <> '' THEN ' (' || n.note || ')' ELSE '' END
             WHEN NOT k.in_p THEN 'not in the published stats'
             WHEN k.name IN ({", ".join(repr(t) for t in sorted(TOKEN_STATS))}) AND n.note LIKE '%tokenizer unknown%'
                 THEN 'token counts need the deployment''s tokenizer (' || n.note || ')'
             WHEN k.name LIKE '%jury%'
                 THEN 'jury score differs: published per-instance jury scores were rewritten after the run (clamped to >= 1)?'
-            ELSE 'value differs' END
+            ELSE 'value differs' END,
+       CASE WHEN k.in_r THEN 'recomputed' ELSE 'not_recomputed' END
 FROM k LEFT JOIN _notes n ON n.suite = k.suite AND n.run_name = k.run_name
+LEFT JOIN (SELECT DISTINCT suite, run_name, name, cause FROM _not_computed) m
+  ON m.suite = k.suite AND m.run_name = k.run_name AND m.name = k.name
 """

@@ -95,3 +95,5 @@ CREATE TABLE IF NOT EXISTS rescore_comparison (
         name VARCHAR, split VARCHAR, sub_split VARCHAR, perturbation_name VARCHAR, occurrence INTEGER,
         published_count BIGINT, rescored_count BIGINT, published_sum DOUBLE, rescored_sum DOUBLE,
         published_mean DOUBLE, rescored_mean DOUBLE, abs_diff DOUBLE, equal BOOLEAN, cause VARCHAR);
+-- 'recomputed' (computed again from the published request states) or 'not_recomputed' (cause says why).
+ALTER TABLE rescore_comparison ADD COLUMN IF NOT EXISTS status VARCHAR;
