@@ -21,5 +21,5 @@ fi
 if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
   .venv/bin/python -m pip install --quiet "torch==2.13.0"
 fi
-.venv/bin/python -m pip install --quiet -e ".[dev,gated,dspy,local]" "transformers==5.20.2"
+.venv/bin/python -m pip install --quiet -e ".[dev,gated,dspy,local,summarization]" "transformers==5.20.2"
 echo "medhelm: set up in $(pwd)/.venv" >&2

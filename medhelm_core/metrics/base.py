@@ -145,6 +145,10 @@ class MetricInterface:
 
     not_computed: dict[str, str] = {}
 
+    def prepare(self) -> None:
+        """Load what the metric needs beyond its arguments (model weights); a part that cannot be
+        loaded goes into `not_computed`. Called once, only when the run will be evaluated."""
+
     def evaluate(self, ctx: EvalContext) -> MetricResult:  # pragma: no cover - abstract
         raise NotImplementedError
 

@@ -36,11 +36,19 @@ def evaluate_run_stats(
 
 def _evaluate(run_spec, request_states, tokenizer, metrics, strict) -> tuple[list[MetricResult], dict[str, str]]:
     built = [create_metric(spec, metrics) for spec in run_spec.get("metric_specs", [])]
-    not_computed: dict[str, str] = {}
+
+    def missing() -> dict[str, str]:
+        out: dict[str, str] = {}
+        for metric in built:
+            out.update(metric.not_computed)
+        if strict and out:
+            raise MetricError(next(iter(out.values())) + " (build the run spec with device 'cpu')")
+        return out
+
+    missing()  # a run refuses before loading any weights
     for metric in built:
-        not_computed.update(metric.not_computed)
-    if strict and not_computed:
-        raise MetricError(next(iter(not_computed.values())) + " (build the run spec with device 'cpu')")
+        metric.prepare()
+    not_computed = missing()
     if tokenizer is None or isinstance(tokenizer, str):
         try:
             tokenizer = get_tokenizer(tokenizer)

@@ -13,8 +13,10 @@ input text, each with one leading `{` and one trailing `}` removed):
   tokenizer that `spacy.blank("en")` also has (the golden run used exactly that).
 
 `BERTScore-*` and `summac` exist only when the run spec's `device` is not "cpu" (HELM decides this
-from `torch.cuda.is_available()` when it builds the run spec); medhelm does not compute them: a run
-refuses such a spec, a re-score computes the other stats and lists these as `not_computed`. HELM's `HumanEval-*` / `QAFactEval` lookups never match a MedHELM task and
+from `torch.cuda.is_available()` when it builds the run spec). BERTScore is computed with the
+`[summarization]` extra (`bertscore.py`); SummaC is not computed by this build yet. What cannot be
+computed is the metric's `not_computed`: a run refuses the spec, a re-score computes the other
+stats and lists these with their cause. HELM's `HumanEval-*` / `QAFactEval` lookups never match a MedHELM task and
 emit nothing.
 """
 from __future__ import annotations
@@ -23,11 +25,10 @@ from functools import lru_cache
 from typing import Any, Sequence
 
 from medhelm_core.metrics.base import EvalContext, Metric, MetricError, helm_metric
+from medhelm_core.metrics.bertscore import BERTSCORE_STATS, BERTScoreUnavailable, bert_scorer, bert_scores
 from medhelm_core.metrics.rouge import rouge_fmeasures
 from medhelm_core.metrics.stat import Stat, metric_name
 
-# What HELM's SummarizationMetric adds on a non-CPU device (BERTScore with `bertscore_model`, SummaC).
-DEVICE_STATS = ("BERTScore-P", "BERTScore-R", "BERTScore-F", "summac")
 _ROUGE_NAMES = {"rouge1": "rouge_1", "rouge2": "rouge_2", "rougeL": "rouge_l"}
 
 
@@ -138,12 +139,25 @@ class SummarizationMetric(Metric):
         rescale_with_baseline: bool = True,
         summac_new_line_split: bool = False,
     ):
+        self.bert_scorer = None
+        self.device = device
+        self._bertscore_args = (bertscore_model, language, rescale_with_baseline)
         if device != "cpu":
-            cause = (f"SummarizationMetric(task={task!r}) has device={device!r}: HELM then adds BERTScore and "
-                     "SummaC, which this build does not compute")
-            self.not_computed = {name: cause for name in DEVICE_STATS}
+            self.not_computed = {"summac": f"{self._head(task)} SummaC, which this build does not compute yet"}
         self.task = task
         self.language = language
+
+    def _head(self, task: str) -> str:
+        return f"SummarizationMetric(task={task!r}) has device={self.device!r}: HELM then adds"
+
+    def prepare(self) -> None:
+        if self.device == "cpu" or self.bert_scorer is not None:
+            return
+        try:
+            self.bert_scorer = bert_scorer(*self._bertscore_args)
+        except BERTScoreUnavailable as e:
+            self.not_computed = {**self.not_computed,
+                                 **{name: f"{self._head(self.task)} BERTScore: {e}" for name in BERTSCORE_STATS}}
 
     def evaluate_generation(
         self, adapter_spec: dict[str, Any], request_state: dict[str, Any], ctx: EvalContext
@@ -160,4 +174,6 @@ class SummarizationMetric(Metric):
         stats.append(Stat(metric_name("summarization_coverage")).add(float(ds["coverage"])))
         stats.append(Stat(metric_name("summarization_density")).add(float(ds["density"])))
         stats.append(Stat(metric_name("summarization_compression")).add(float(ds["compression"])))
+        if self.bert_scorer is not None:  # after SummaC in HELM's order (SummaC: not computed here)
+            stats.extend(Stat(metric_name(n)).add(float(v)) for n, v in bert_scores(self.bert_scorer, refs, pred).items())
         return stats

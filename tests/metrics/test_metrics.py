@@ -460,7 +460,7 @@ def test_unknown_metric_class_is_a_clear_error():
 def test_summarization_on_gpu_spec_is_refused():
     spec = {"class_name": "helm.benchmark.metrics.summarization_metrics.SummarizationMetric",
             "args": {"task": "t", "device": "cuda"}}
-    with pytest.raises(MetricError, match="BERTScore"):
+    with pytest.raises(MetricError, match="device=.cuda.: HELM then adds SummaC"):
         evaluate_run(_run_spec([spec]), [_rs("id0", "x", [_ref("g", True)])], "simple/tokenizer1")
 
 

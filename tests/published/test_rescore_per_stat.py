@@ -6,6 +6,7 @@ here from the extra oracle's med_dialog run, not taken from the published bucket
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -44,19 +45,25 @@ def gpu_published_run(root: Path) -> Path:
         entry["stats"].extend(_stat(n, v) for n, v in DEVICE_STATS.items())
     (run / "per_instance_stats.json").write_text(json.dumps(per_instance, indent=2))
     stats = json.loads((run / "stats.json").read_text())
-    stats.extend(_stat(n, v, len(summarized)) for n, v in DEVICE_STATS.items())
+    for rouge in [st for st in stats if st["name"]["name"] == "rouge_l"]:  # the same splits and perturbations
+        stats.extend(dict(_stat(n, v, rouge["count"]), name={**rouge["name"], "name": n})
+                     for n, v in DEVICE_STATS.items())
     (run / "stats.json").write_text(json.dumps(stats, indent=2))
     return root / "benchmark_output"
 
 
-def test_a_gpu_run_re_scores_every_stat_but_those_it_cannot_and_says_why(tmp_path):
+def _rescore(tmp_path: Path, hf_home: Path) -> subprocess.CompletedProcess:
     source = gpu_published_run(tmp_path / "published")
-    hf_home = tmp_path / "hf"  # an empty Hugging Face cache, offline: Llama's tokenizer is not here
     env = {"HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    r = subprocess.run([sys.executable, "-m", "medhelm_core.published.cli", "--source", str(source), "--suite", "gpu",
+    return subprocess.run([sys.executable, "-m", "medhelm_core.published.cli", "--source", str(source), "--suite", "gpu",
                         "--with-completions", "--rescore", "-o", str(tmp_path / "out"),
                         "--local-path", str(tmp_path / "no_prod_env")],
-                       cwd=ROOT, env={**__import__("os").environ, **env}, capture_output=True, text=True, timeout=600)
+                          cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
+
+
+def test_a_gpu_run_re_scores_every_stat_but_those_it_cannot_and_says_why(tmp_path):
+    hf_home = tmp_path / "hf"  # an empty Hugging Face cache, offline: Llama's tokenizer and BERTScore's model are not here
+    r = _rescore(tmp_path, hf_home)
     assert r.returncode == 0, r.stderr
     with duckdb.connect(str(tmp_path / "out" / "medhelm.duckdb"), read_only=True) as conn:
         rows = conn.execute("SELECT status, name, equal, cause, count(*) FROM rescore_comparison"
@@ -64,8 +71,10 @@ def test_a_gpu_run_re_scores_every_stat_but_those_it_cannot_and_says_why(tmp_pat
     missing = {(name, cause) for status, name, _, cause, _ in rows if status == "not_recomputed"}
     assert {name for name, _ in missing} == set(DEVICE_STATS) | {"num_prompt_tokens"}
     for name, cause in missing:
-        if name in DEVICE_STATS:
-            assert "device='cuda'" in cause and "BERTScore and SummaC" in cause, cause
+        if name == "summac":
+            assert "device='cuda'" in cause and "SummaC" in cause, cause
+        elif name in DEVICE_STATS:
+            assert "device='cuda'" in cause and "'distilbert-base-uncased'" in cause and str(hf_home) in cause, cause
         else:
             assert "meta-llama/Llama-3.3-70B-Instruct" in cause and str(hf_home) in cause, cause
     recomputed = {(name, equal) for status, name, equal, _, _ in rows if status == "recomputed"}
@@ -75,11 +84,36 @@ def test_a_gpu_run_re_scores_every_stat_but_those_it_cannot_and_says_why(tmp_pat
                     for s in e["stats"]]
     published = per_instance + [s["name"]["name"] for s in json.loads((EXTRA_RUN / "stats.json").read_text())]
     n_summarized = per_instance.count("rouge_l")  # instances with a SummarizationMetric entry
+    n_summarized += published.count("rouge_l") - per_instance.count("rouge_l")  # and its run-level rows
     out = r.stdout + r.stderr
     line = next((ln for ln in out.splitlines() if "re-scored 1 run(s) offline" in ln), out[-2000:])
     total = sum(n for *_, n in rows)
     not_recomputed = sum(n for status, *_, n in rows if status == "not_recomputed")
-    assert not_recomputed == 4 * (n_summarized + 1) + published.count("num_prompt_tokens")
+    assert not_recomputed == 4 * n_summarized + published.count("num_prompt_tokens")
     assert f"{total} published stats, {total - not_recomputed} recomputed ({total - not_recomputed} equal), " \
            f"{not_recomputed} not recomputed" in line, line
-    assert sum(f"{4 * (n_summarized + 1)} not recomputed: SummarizationMetric" in ln for ln in out.splitlines()) == 1
+    assert sum(f"{3 * n_summarized} not recomputed: SummarizationMetric" in ln and "BERTScore" in ln
+               for ln in out.splitlines()) == 1
+    assert sum(f"{n_summarized} not recomputed: SummarizationMetric" in ln and "SummaC" in ln
+               for ln in out.splitlines()) == 1
+
+
+def test_with_the_bertscore_model_cached_bertscore_is_recomputed(tmp_path):
+    """With the [summarization] extra and the model in the Hugging Face cache (a tiny local one here),
+    BERTScore is computed on this machine's device; only SummaC and the tokenizer's counts are left."""
+    pytest.importorskip("bert_score")
+    from tests.metrics.tiny_bert import save_tiny_distilbert
+
+    save_tiny_distilbert(tmp_path / "hf")
+    r = _rescore(tmp_path, tmp_path / "hf")
+    assert r.returncode == 0, r.stderr
+    with duckdb.connect(str(tmp_path / "out" / "medhelm.duckdb"), read_only=True) as conn:
+        status = dict(conn.execute("SELECT name, list(DISTINCT status) FROM rescore_comparison"
+                                   " WHERE name IN ('BERTScore-P', 'BERTScore-R', 'BERTScore-F', 'summac',"
+                                   " 'num_prompt_tokens') GROUP BY name").fetchall())
+        # the fixture's published values are made up: ours differ from them, and say so
+        causes = {c for (c,) in conn.execute("SELECT DISTINCT cause FROM rescore_comparison"
+                                             " WHERE name = 'BERTScore-F'").fetchall()}
+    assert status == {"BERTScore-P": ["recomputed"], "BERTScore-R": ["recomputed"], "BERTScore-F": ["recomputed"],
+                      "summac": ["not_recomputed"], "num_prompt_tokens": ["not_recomputed"]}
+    assert causes == {"value differs"}
