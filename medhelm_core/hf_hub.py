@@ -54,7 +54,7 @@ def from_pretrained(load: Callable[..., Any], name_or_path: str, what: str, **kw
     except OSError as local_error:
         if os.path.isdir(name_or_path):  # a folder that is there but unreadable as a model: say why
             raise LocalModelUnavailable(f"{what}: {name_or_path} is not a loadable Hugging Face folder: "
-                                        f"{_first_line(local_error)}") from None
+                                        f"{first_line(local_error)}") from None
         if _offline():
             raise LocalModelUnavailable(
                 f"{what}: {name_or_path!r} is neither a folder nor in the Hugging Face cache "
@@ -64,7 +64,7 @@ def from_pretrained(load: Callable[..., Any], name_or_path: str, what: str, **kw
     except OSError as e:
         raise LocalModelUnavailable(
             f"{what}: {name_or_path!r} is neither a folder nor in the Hugging Face cache ({hub_cache_dir()}), "
-            f"and it could not be downloaded: {_first_line(e)}") from None
+            f"and it could not be downloaded: {first_line(e)}") from None
 
 
 def instance_key(name: str, name_or_path: str, kwargs: dict) -> tuple:
@@ -74,6 +74,6 @@ def instance_key(name: str, name_or_path: str, kwargs: dict) -> tuple:
     return name, path, repr(sorted(kwargs.items()))
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__

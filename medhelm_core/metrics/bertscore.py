@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from medhelm_core.hf_hub import hub_cache_dir
+from medhelm_core.hf_hub import first_line, hub_cache_dir
 from medhelm_core.metrics.base import MetricError
 
 SUMMARIZATION_EXTRA = 'pip install "medhelm-build[summarization]"'
@@ -43,9 +43,8 @@ def bert_scorer(model: str, lang: str, rescale_with_baseline: bool):
         return BERTScorer(model_type=model, lang=lang, rescale_with_baseline=rescale_with_baseline,
                           device=torch_device())
     except OSError as e:
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise BERTScoreUnavailable(f"BERTScore model {model!r} could not be loaded from the Hugging Face cache "
-                                   f"({hub_cache_dir()}) or downloaded: {first}") from None
+                                   f"({hub_cache_dir()}) or downloaded: {first_line(e)}") from None
     except KeyError:
         raise BERTScoreUnavailable(f"BERTScore: bert_score has no layer count for model {model!r}") from None
 
