@@ -7,16 +7,19 @@ from typing import Optional
 
 import dagster as dg
 
+from assets.backfills import BACKFILL_TAG, backfill_partitions, claimed
 from assets.errors import user_errors
 
 from assets.partitions import benchmark_partitions, grid_partitions, model_partitions, scenario_partitions
 from assets.resources import MedhelmResource, RunControlsParam
 from medhelm_core.costs import Budget
+from medhelm_core.engine import RunControls
 from medhelm_core.run import checks as run_checks
 from medhelm_core.run import datasets as dataset_layer
 from medhelm_core.run import entries as entry_layer
 from medhelm_core.run import grid as grid_layer
 from medhelm_core.run import suite as suite_layer
+from medhelm_core.run.workspace import Workspace
 from medhelm_core.selections import RunSelection
 from pydantic import Field
 
@@ -126,10 +129,26 @@ def run_layers(context: dg.AssetExecutionContext, config: LayersConfig, medhelm:
     if config.budget_usd is not None:  # this Dagster run's own cap (medhelm-run's comes in run_controls)
         run_controls = dataclasses.replace(run_controls, budget=Budget(config.budget_usd))
     ws = medhelm.workspace(run_controls)
+    keys = list(context.partition_keys)
+    backfill_id = context.run.tags.get(BACKFILL_TAG)
+    if backfill_id is None:
+        yield from _run_cells(context, config, ws, run_controls, keys)
+        return
+    with claimed(ws.output_path / "dagster_backfills", backfill_id) as claim:
+        if not claim.done:  # this run does the whole backfill's grid (assets/backfills.py)
+            mine = set(keys)
+            keys = [k for k in backfill_partitions(context, backfill_id) if k not in mine] + keys
+        yield from _run_cells(context, config, ws, run_controls, keys)
+        claim.mark_done()
+
+
+def _run_cells(context: dg.AssetExecutionContext, config: LayersConfig, ws: Workspace, run_controls: RunControls,
+               keys: list[str]):
+    """The selected layers of the runs at these cells, with a materialization per cell and layer."""
     selected = {k.to_user_string() for k in context.selected_asset_keys}
     stages = [s for s, keys in STAGE_ASSETS.items() if selected & set(keys)]
     checks = {k.name for k in context.selected_asset_check_keys}
-    at = grid_layer.runs_at(ws, [grid_layer.Cell.from_key(k) for k in context.partition_keys])
+    at = grid_layer.runs_at(ws, [grid_layer.Cell.from_key(k) for k in keys])
     cells = {run: cell for cell, run in at.items() if run is not None}
     only = set(config.runs)
     runs = [run for run in cells if not only or run.key in only]

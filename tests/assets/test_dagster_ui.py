@@ -66,12 +66,19 @@ def test_materialize_all_is_green_in_a_few_runs(ui):
                             'partitionKeys } } }')["a"]["partitionKeys"]
     assert len(partitions) == 6  # 3 benchmarks × 2 models
     assert all(r["status"] == "SUCCESS" for r in state["runs"])
-    # The per-run layers: one run per model column (Dagster cuts a two-dimensional backfill along
-    # its shorter side), each over every benchmark of its column; plus conf, datasets, summaries.
-    columns = [_range(r) for r in state["runs"] if "|" in _range(r)[0]]
+    # The per-run layers: Dagster cuts a two-dimensional backfill into a run per model column; plus
+    # conf, datasets, summaries. The first column's run to start does every cell of the backfill
+    # (one engine call); the other finds it done and records its own column.
+    grid_runs = [r for r in state["runs"] if "|" in _range(r)[0]]
+    columns = [_range(r) for r in grid_runs]
     assert sorted(start.split("|")[1] for start, _ in columns) == ["example/demo/model-a", "example/demo/model-b"]
     assert all(start.split("|")[1] == end.split("|")[1] for start, end in columns)
     assert len(state["runs"]) == len(columns) + 3
+    recorded = {r["id"]: _completions_recorded(ui, r["id"]) for r in grid_runs}
+    claimant, other = sorted(grid_runs, key=lambda r: -len(recorded[r["id"]]))
+    assert recorded[claimant["id"]] == set(partitions)
+    assert recorded[other["id"]] == {k for k in partitions if k.endswith("|" + _range(other)[0].split("|")[1])}
+    assert _started(ui, claimant["id"]) <= _started(ui, other["id"])
     note = ui.graphql('{ a: assetNodeOrError(assetKey: {path: ["published_import"]}) { ... on AssetNode { '
                       'assetMaterializations(limit: 1) { metadataEntries { label ... on TextMetadataEntry { text } '
                       '... on BoolMetadataEntry { boolValue } } } } } }')["a"]["assetMaterializations"][0]
@@ -87,6 +94,17 @@ def test_materialize_all_is_green_in_a_few_runs(ui):
     benchmark, model = latest["partition"].split("|")  # the cell: benchmark × <suite>/<deployment>
     assert benchmark == benchmark_of(labels["run_name"]) and model.startswith(labels["suite"] + "/demo/")
     assert labels["edition"] == "helm-0.5.16"
+
+
+def _completions_recorded(ui, run_id: str) -> set[str]:
+    run = ui.graphql('query($id: ID!) { runOrError(runId: $id) { ... on Run { assetMaterializations { '
+                     'partition assetKey { path } } } } }', {"id": run_id})["runOrError"]
+    return {m["partition"] for m in run["assetMaterializations"] if m["assetKey"]["path"] == ["completions"]}
+
+
+def _started(ui, run_id: str) -> float:
+    return ui.graphql('query($id: ID!) { runOrError(runId: $id) { ... on Run { startTime } } }',
+                      {"id": run_id})["runOrError"]["startTime"]
 
 
 def _range(run: dict) -> tuple[str, str]:
