@@ -13,9 +13,9 @@ input text, each with one leading `{` and one trailing `}` removed):
   tokenizer that `spacy.blank("en")` also has (the golden run used exactly that).
 
 `BERTScore-*` and `summac` exist only when the run spec's `device` is not "cpu" (HELM decides this
-from `torch.cuda.is_available()` when it builds the run spec). BERTScore is computed with the
-`[summarization]` extra (`bertscore.py`); SummaC is not computed by this build yet. What cannot be
-computed is the metric's `not_computed`: a run refuses the spec, a re-score computes the other
+from `torch.cuda.is_available()` when it builds the run spec). Both are computed with the
+`[summarization]` extra (`bertscore.py`, `summac.py`), in HELM's order: ROUGE, the extractive-fragment
+stats, `summac`, `BERTScore-P/R/F`. What cannot be computed is the metric's `not_computed`: a run refuses the spec, a re-score computes the other
 stats and lists these with their cause. HELM's `HumanEval-*` / `QAFactEval` lookups never match a MedHELM task and
 emit nothing.
 """
@@ -27,6 +27,7 @@ from typing import Any, Sequence
 from medhelm_core.metrics.base import EvalContext, Metric, MetricError, helm_metric
 from medhelm_core.metrics.bertscore import BERTSCORE_STATS, BERTScoreUnavailable, bert_scorer, bert_scores
 from medhelm_core.metrics.rouge import rouge_fmeasures
+from medhelm_core.metrics.summac import SummaCUnavailable, summac_scorer
 from medhelm_core.metrics.stat import Stat, metric_name
 
 _ROUGE_NAMES = {"rouge1": "rouge_1", "rouge2": "rouge_2", "rougeL": "rouge_l"}
@@ -140,10 +141,10 @@ class SummarizationMetric(Metric):
         summac_new_line_split: bool = False,
     ):
         self.bert_scorer = None
+        self.summac = None
         self.device = device
         self._bertscore_args = (bertscore_model, language, rescale_with_baseline)
-        if device != "cpu":
-            self.not_computed = {"summac": f"{self._head(task)} SummaC, which this build does not compute yet"}
+        self._summac_new_line_split = summac_new_line_split
         self.task = task
         self.language = language
 
@@ -151,13 +152,18 @@ class SummarizationMetric(Metric):
         return f"SummarizationMetric(task={task!r}) has device={self.device!r}: HELM then adds"
 
     def prepare(self) -> None:
-        if self.device == "cpu" or self.bert_scorer is not None:
+        if self.device == "cpu" or self.bert_scorer is not None or self.summac is not None:
             return
+        missing: dict[str, str] = {}
+        try:
+            self.summac = summac_scorer(bool(self._summac_new_line_split))
+        except SummaCUnavailable as e:
+            missing["summac"] = f"{self._head(self.task)} SummaC: {e}"
         try:
             self.bert_scorer = bert_scorer(*self._bertscore_args)
         except BERTScoreUnavailable as e:
-            self.not_computed = {**self.not_computed,
-                                 **{name: f"{self._head(self.task)} BERTScore: {e}" for name in BERTSCORE_STATS}}
+            missing.update({name: f"{self._head(self.task)} BERTScore: {e}" for name in BERTSCORE_STATS})
+        self.not_computed = missing
 
     def evaluate_generation(
         self, adapter_spec: dict[str, Any], request_state: dict[str, Any], ctx: EvalContext
@@ -174,6 +180,8 @@ class SummarizationMetric(Metric):
         stats.append(Stat(metric_name("summarization_coverage")).add(float(ds["coverage"])))
         stats.append(Stat(metric_name("summarization_density")).add(float(ds["density"])))
         stats.append(Stat(metric_name("summarization_compression")).add(float(ds["compression"])))
-        if self.bert_scorer is not None:  # after SummaC in HELM's order (SummaC: not computed here)
+        if self.summac is not None:
+            stats.append(Stat(metric_name("summac")).add(float(self.summac.score(inp, pred))))
+        if self.bert_scorer is not None:
             stats.extend(Stat(metric_name(n)).add(float(v)) for n, v in bert_scores(self.bert_scorer, refs, pred).items())
         return stats
