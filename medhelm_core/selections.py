@@ -34,6 +34,10 @@ class RunSelection(BaseModel):
     models_to_run: Optional[list[str]] = Field(default=None, description="only these models")
     edition: str = Field(default=DEFAULT_EDITION, description="the upstream edition to reproduce: helm-0.5.16 "
                          "(crfm-helm, the published leaderboards) or medhelm-0.8.0 (`pip install medhelm` today)")
+    metric_device: str = Field(default="auto", description="the device SummarizationMetric's run-spec args record "
+                               "(auto: as HELM writes it on this machine, cuda when torch sees a GPU, else cpu); "
+                               "cuda on a CPU machine also computes BERTScore and SummaC, as a GPU machine's run "
+                               "does (needs the [summarization] extra); run names stay HELM's")
 
 
 class SummarizeSelection(BaseModel):

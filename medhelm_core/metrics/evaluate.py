@@ -34,21 +34,36 @@ def evaluate_run_stats(
     return _evaluate(run_spec, request_states, tokenizer_name, metrics, strict)[0]
 
 
-def _evaluate(run_spec, request_states, tokenizer, metrics, strict) -> tuple[list[MetricResult], dict[str, str]]:
+# What a run that cannot compute a stat HELM's spec asks for can do instead.
+REFUSAL_HINT = " (or run with --metric-device cpu: HELM's specs on a machine without a GPU)"
+
+
+def _not_computed(built: list, strict: bool) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for metric in built:
+        out.update(metric.not_computed)
+    if strict and out:
+        raise MetricError(next(iter(out.values())) + REFUSAL_HINT)
+    return out
+
+
+def check_metrics_computable(run_spec: dict[str, Any], metrics: MetricTable) -> None:
+    """Raise `MetricError` (one line) when a metric of `run_spec` could not compute every stat HELM's
+    would here (a package, model weights or data file missing): a run checks this before any call is
+    paid for. The weights loaded here stay loaded for the evaluation."""
     built = [create_metric(spec, metrics) for spec in run_spec.get("metric_specs", [])]
-
-    def missing() -> dict[str, str]:
-        out: dict[str, str] = {}
-        for metric in built:
-            out.update(metric.not_computed)
-        if strict and out:
-            raise MetricError(next(iter(out.values())) + " (build the run spec with device 'cpu')")
-        return out
-
-    missing()  # a run refuses before loading any weights
+    _not_computed(built, strict=True)
     for metric in built:
         metric.prepare()
-    not_computed = missing()
+    _not_computed(built, strict=True)
+
+
+def _evaluate(run_spec, request_states, tokenizer, metrics, strict) -> tuple[list[MetricResult], dict[str, str]]:
+    built = [create_metric(spec, metrics) for spec in run_spec.get("metric_specs", [])]
+    _not_computed(built, strict)  # a run refuses before loading any weights
+    for metric in built:
+        metric.prepare()
+    not_computed = _not_computed(built, strict)
     if tokenizer is None or isinstance(tokenizer, str):
         try:
             tokenizer = get_tokenizer(tokenizer)

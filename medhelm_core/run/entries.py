@@ -11,6 +11,7 @@ from medhelm_core.editions import DEFAULT_EDITION
 from medhelm_core.errors import MedhelmError
 from medhelm_core.run.grid import Cell, cell_of, check_cells_unique
 from medhelm_core.run.workspace import RunRef, Workspace
+from medhelm_core.runspecs.metric_bundles import with_metric_device
 from medhelm_core.selections import RunSelection
 
 
@@ -19,11 +20,12 @@ def expand_selection(ws: Workspace, selection: RunSelection) -> list[tuple[Any, 
     workspace's deployments and benchmark catalog."""
     if not selection.conf_paths and not selection.run_entries:
         raise MedhelmError("nothing to run: give --conf-paths FILE ... and/or --run-entries DESCRIPTION ...")
-    return expand_confs(selection.conf_paths, run_entries=selection.run_entries or (),
-                        max_eval_instances=selection.max_eval_instances,
-                        num_train_trials=selection.num_train_trials, priority=selection.priority,
-                        models_to_run=selection.models_to_run, local_path=ws.local_path,
-                        run_spec_functions=ws.catalog.run_spec_functions)
+    entries = expand_confs(selection.conf_paths, run_entries=selection.run_entries or (),
+                           max_eval_instances=selection.max_eval_instances,
+                           num_train_trials=selection.num_train_trials, priority=selection.priority,
+                           models_to_run=selection.models_to_run, local_path=ws.local_path,
+                           run_spec_functions=ws.catalog.run_spec_functions)
+    return [(entry, with_metric_device(spec, selection.metric_device)) for entry, spec in entries]
 
 
 def tier_of(run_spec: dict, catalog: Catalog) -> str:

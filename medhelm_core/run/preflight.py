@@ -4,6 +4,7 @@ one line naming the deployment and the file to edit."""
 from __future__ import annotations
 
 import ipaddress
+import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -12,6 +13,8 @@ from medhelm_core.clients import is_in_process, supported_client_classes
 from medhelm_core.clients.openai_compatible import VLLM_CHAT_CLIENT
 from medhelm_core.conf.deployments import BUILTIN_CONFIG_DIR, load_credentials, resolve_api_key, resolve_base_url
 from medhelm_core.errors import MedhelmError
+from medhelm_core.metrics.base import MetricError
+from medhelm_core.metrics.evaluate import check_metrics_computable
 from medhelm_core.run.datasets import existing_data_files
 from medhelm_core.run.entries import tier_of
 from medhelm_core.run.workspace import Workspace, in_data_scope
@@ -52,6 +55,13 @@ def validate_runs(ws: Workspace, entries: list[tuple[Any, dict]]) -> None:
                 if problem:
                     raise MedhelmError(f"judge deployment {name} (jury of {jury_name}) {problem}")
                 checked.add(("judge", name))
+        metric_specs = json.dumps(spec.get("metric_specs", []), sort_keys=True)
+        if ("metrics", metric_specs) not in checked:
+            try:  # e.g. BERTScore/SummaC of a spec with device 'cuda' need the [summarization] extra and weights
+                check_metrics_computable(spec, ws.catalog.metrics)
+            except MetricError as e:
+                raise MedhelmError(f"{where}: {e}") from None
+            checked.add(("metrics", metric_specs))
         for name in [model] + [name for name, _ in judges]:
             if ws.controls.budget is not None and not ws.deployment_settings(name).priced:
                 raise MedhelmError(f"{where}: --budget needs a price for deployment {name!r}: set input_per_million "

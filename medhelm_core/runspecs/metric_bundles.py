@@ -9,14 +9,16 @@ import functools
 from typing import Any
 
 
+from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import metric_spec
 from medhelm_core.resources import METRIC_BUNDLES_PATH
 from medhelm_core.yamlio import safe_load
 
-# HELM evaluates `helm.common.gpu_utils.get_torch_device_name()` when it builds the RunSpec:
-# "cuda" iff torch sees a GPU. We never run with CUDA, so every SummarizationMetric spec records
-# "cpu" (which also means HELM's SummarizationMetric computes no BERTScore/SummaC stats).
+# HELM evaluates `helm.common.gpu_utils.get_torch_device_name()` when it builds the RunSpec: "cuda"
+# iff torch sees a GPU. The builders write "cpu"; `with_metric_device` then writes the device the
+# selection asks for (`metric_device`: "auto" is HELM's rule on this machine).
 TORCH_DEVICE = "cpu"
+METRIC_DEVICES = ("auto", "cpu", "cuda")
 
 _NO_DEFAULT = object()
 
@@ -61,6 +63,32 @@ def summarization_metric_args(task: Any, device: str = TORCH_DEVICE) -> dict[str
         "bertscore_model": fixed["bertscore_model"],
         "rescale_with_baseline": fixed["rescale_with_baseline"],
     }
+
+
+def machine_torch_device() -> str:
+    """What HELM's `get_torch_device_name()` gives on this machine: "cuda" when torch sees a GPU,
+    else "cpu" (also when torch is not installed: then nothing could run on a GPU here)."""
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def with_metric_device(spec: dict[str, Any], device: str) -> dict[str, Any]:
+    """`spec` with every SummarizationMetric's `device` set as `device` says ("auto": as HELM would
+    write it on this machine). The run's name does not change: HELM's names never carry the device."""
+    if device not in METRIC_DEVICES:
+        raise MedhelmError(f"--metric-device {device!r}: expected one of {', '.join(METRIC_DEVICES)}")
+    cls = _cls("summarization")
+    if not any(m.get("class_name") == cls for m in spec.get("metric_specs", [])):
+        return spec
+    value = machine_torch_device() if device == "auto" else device
+    out = copy.deepcopy(spec)
+    for m in out["metric_specs"]:
+        if m.get("class_name") == cls and "device" in m.get("args", {}):
+            m["args"]["device"] = value
+    return out
 
 
 def summarization_metric_specs(args: dict[str, Any]) -> list[dict[str, Any]]:
