@@ -36,7 +36,7 @@ from medhelm_core.yamlio import safe_load
 
 from ..resources import SQL_DIR
 
-SQL_LAYERS = ("staging", "intermediate", "marts")
+SQL_LAYERS = ("staging", "intermediate", "marts", "analytics")
 DATA_TESTS = ("not_null", "unique")
 
 _DEPENDS = re.compile(r"^--\s*depends_on:\s*(.*)$", re.M)

@@ -16,6 +16,8 @@ from typing import Any, Optional
 
 import duckdb
 
+from .analytics import write_analytics
+
 WIN_RATE_HEADER = {
     "value": "Mean win rate",
     "description": "How many models this model outperforms on average (over columns).",
@@ -399,4 +401,5 @@ def write_summarize_outputs(conn: duckdb.DuckDBPyConnection, output_path: str, d
         write_text(os.path.join(groups_path, group + ".json"), dumps(tables))
 
     write_text(os.path.join(base, "costs.json"), dumps(build_costs(conn)))
+    write_analytics(conn, base)
     return base
