@@ -169,6 +169,13 @@ def rebuild_target(conn: duckdb.DuckDBPyConnection, target: str, output_dir: Opt
                      [list(local_suites)])
         conn.execute(f'INSERT INTO run_stats SELECT * FROM "{main_db}".main.run_stats WHERE suite IN {suites_sql}',
                      [list(local_suites)])
+        # the analytics' bootstrap: the store's settings and the imported per-instance stats (unperturbed instances)
+        conn.execute(f'INSERT INTO analytics_settings SELECT * FROM "{main_db}".main.analytics_settings')
+        conn.execute(f"""INSERT INTO instance_stats BY NAME
+                         SELECT suite, run_name, instance_id, train_trial_index, ordinal, name, split, sub_split,
+                                perturbation, count, sum, sum_squared, min, max, mean, variance, stddev
+                         FROM "{main_db}".main.published_instance_stats
+                         WHERE suite IN {suites_sql} AND instance_perturbation IS NULL""", [list(local_suites)])
         if mode == "release":
             summarize_target = set_summarize_target(conn, release=target, suites=list(local_suites))
         else:

@@ -71,3 +71,80 @@ def test_summarize_exports_the_analytics_as_csv_and_latex(imported, tmp_path):
     assert {"win_rate", "win_sd", "macro_avg", "sd"} <= set(rows[0])
     tex = (folder / "model_summary.tex").read_text()
     assert tex.count("\\\\") == len(rows) + 1 and "Win SD" in tex
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """numpy's default percentile (linear between order statistics), q in [0, 1]."""
+    v = sorted(values)
+    h = (len(v) - 1) * q
+    lo = int(h)
+    return v[lo] + (h - lo) * (v[min(lo + 1, len(v) - 1)] - v[lo])
+
+
+def test_bootstrap_models_equal_a_recomputation_from_the_per_instance_stats(imported):
+    """Draws as documented (hash(seed, benchmark, b, k) mod n over the benchmark's instances in id
+    order, DuckDB's hash), everything else here in Python from HELM's per_instance_stats.json."""
+    conn = duckdb.connect(str(imported / "medhelm.duckdb"), read_only=True)
+    where = "WHERE target = 'public-n50'"
+    cells = conn.execute(f"SELECT benchmark, model, value, ci_low, ci_high, n_instances FROM leaderboard.cell_intervals "
+                         f"{where} AND table_id = (SELECT min(table_id) FROM leaderboard.headline_cells {where})").fetchall()
+    headline = conn.execute(f"SELECT DISTINCT benchmark, metric FROM leaderboard.headline_cells {where}").fetchall()
+    sig = {(r[0], r[1], r[2]): r[3:] for r in conn.execute(
+        f"SELECT benchmark, model, other_model, diff, p_value, n_paired, sd_diff, mdd "
+        f"FROM leaderboard.pairwise_significance {where}").fetchall()}
+    pairs = dict(((r[0], r[1]), r[2]) for r in conn.execute(
+        f"SELECT model, other_model, p_higher FROM leaderboard.win_rate_pairs {where}").fetchall())
+    B = 1000
+
+    def draws(benchmark: str, n: int) -> list[list[int]]:
+        rows = conn.execute("SELECT b, list(CAST(hash(0, ?, b, k) % ? AS BIGINT) ORDER BY k) FROM "
+                            "(SELECT unnest(range(1, ?)) AS b), (SELECT unnest(range(?)) AS k) GROUP BY b ORDER BY b",
+                            [benchmark, n, B + 1, n]).fetchall()
+        return [r[1] for r in rows]
+
+    metric = dict(headline)
+    per_instance: dict[tuple[str, str], dict[str, float]] = {}   # (benchmark, model) -> instance -> value
+    for run_dir in (PUBLIC / "runs" / "public-n50").iterdir():
+        if not (run_dir / "per_instance_stats.json").is_file():
+            continue
+        spec = json.loads((run_dir / "run_spec.json").read_text())
+        model = spec["adapter_spec"]["model"]
+        for benchmark in spec["groups"]:
+            if benchmark not in metric:
+                continue
+            for entry in json.loads((run_dir / "per_instance_stats.json").read_text()):
+                for s in entry["stats"]:
+                    if s["name"]["name"] == metric[benchmark] and s["name"].get("split") == "test" \
+                            and "perturbation" not in s["name"]:
+                        per_instance.setdefault((benchmark, model), {})[entry["instance_id"]] = s["sum"] / s["count"]
+    resampled: dict[tuple[str, str], list[float]] = {}
+    for benchmark in metric:
+        models = [m for (b, m) in per_instance if b == benchmark]
+        ids = sorted({i for m in models for i in per_instance[(benchmark, m)]})
+        if not ids:
+            continue
+        for picks in draws(benchmark, len(ids)):
+            for m in models:
+                values = [per_instance[(benchmark, m)][ids[i]] for i in picks if ids[i] in per_instance[(benchmark, m)]]
+                resampled.setdefault((benchmark, m), []).append(round(sum(values) / len(values), 12))
+    assert len(cells) >= 20
+    for benchmark, model, value, low, high, n in cells:
+        mine = per_instance[(benchmark, model)]
+        assert n == len(mine) and value == pytest.approx(sum(mine.values()) / len(mine), abs=1e-12)
+        assert low == pytest.approx(_percentile(resampled[(benchmark, model)], 0.025), abs=1e-9)
+        assert high == pytest.approx(_percentile(resampled[(benchmark, model)], 0.975), abs=1e-9)
+        assert low <= value + 1e-12 or low == high
+    z = statistics.NormalDist().inv_cdf(0.975) + statistics.NormalDist().inv_cdf(0.8)
+    for (benchmark, a, b), (diff, p_value, n_paired, sd_diff, mdd) in sig.items():
+        ra, rb = resampled[(benchmark, a)], resampled[(benchmark, b)]
+        d = [x - y for x, y in zip(ra, rb)]
+        expected = min(1.0, 2 * min(sum(x <= 0 for x in d) / B, sum(x >= 0 for x in d) / B))
+        assert p_value == pytest.approx(expected, abs=1e-12)
+        common = sorted(set(per_instance[(benchmark, a)]) & set(per_instance[(benchmark, b)]))
+        diffs = [per_instance[(benchmark, a)][i] - per_instance[(benchmark, b)][i] for i in common]
+        assert n_paired == len(common) and sd_diff == pytest.approx(statistics.stdev(diffs), abs=1e-9)
+        assert mdd == pytest.approx(z * sd_diff / len(common) ** 0.5, rel=1e-3)  # A&S 26.2.23's z
+    assert any(p < 1.0 for _, p, *_ in sig.values())
+    (a, b), p = next(iter(pairs.items()))
+    assert pairs[(b, a)] == pytest.approx(1 - p, abs=1e-12)  # ties count half on both sides
+    conn.close()

@@ -1,4 +1,4 @@
--- depends_on: group_tables, table_rows, table_columns, table_cells, row_aggregates, target_runs
+-- depends_on: headline_cells, table_rows, row_aggregates, target_runs
 -- The MedHELM paper's summary table, per model of the headline table (the first win-rate table of
 -- the first group: MedHELM's "Accuracy" over every benchmark, one column each):
 --   win_rate   the leaderboard's mean win rate (row_aggregates);
@@ -10,22 +10,15 @@
 -- Likert columns: those whose metric an LLMJuryMetric of one of the target's runs emits
 -- (`metric_specs[].args.metric_name`, the jury's 1-5 mean score).
 CREATE OR REPLACE TABLE model_summary AS
-WITH headline AS (
-    SELECT table_id FROM group_tables
-    WHERE list_contains(aggregation_strategies, 'win_rate')
-    ORDER BY group_pos, table_pos LIMIT 1
-),
-jury_metrics AS (
+WITH jury_metrics AS (
     SELECT DISTINCT spec ->> '$.args.metric_name' AS metric
     FROM (SELECT unnest(CAST(run_spec -> '$.metric_specs' AS JSON[])) AS spec FROM target_runs)
     WHERE (spec ->> 'class_name') LIKE '%.LLMJuryMetric'
 ),
 cells AS (
-    SELECT c.row_pos, c.col_idx, c.value, coalesce(k.lower_is_better, false) AS lower_is_better,
-           k.matcher_name IN (SELECT metric FROM jury_metrics) AS likert
-    FROM table_cells c
-    JOIN table_columns k USING (table_id, col_idx)
-    WHERE c.table_id = (SELECT table_id FROM headline)
+    SELECT table_id, row_pos, col_idx, value, coalesce(lower_is_better, false) AS lower_is_better,
+           metric IN (SELECT metric FROM jury_metrics) AS likert
+    FROM headline_cells
 ),
 complete AS (
     SELECT col_idx FROM cells GROUP BY col_idx HAVING count(value) = count(*)
@@ -50,8 +43,8 @@ scaled AS (
 SELECT r.row_pos, r.display_name AS model, r.model_deployment, a.mean_win_rate AS win_rate, s.win_sd,
        (SELECT count(*) FROM complete) AS n_complete_columns, x.macro_avg, x.sd, x.n_values, x.n_likert
 FROM table_rows r
-JOIN headline h ON r.table_id = h.table_id
 LEFT JOIN row_aggregates a ON a.table_id = r.table_id AND a.row_pos = r.row_pos
 LEFT JOIN spread s ON s.row_pos = r.row_pos
 LEFT JOIN scaled x ON x.row_pos = r.row_pos
+WHERE r.table_id = (SELECT DISTINCT table_id FROM headline_cells)
 ORDER BY r.row_pos;

@@ -38,3 +38,16 @@ CREATE TABLE IF NOT EXISTS summarize_target (
     suite VARCHAR NOT NULL,
     suite_pos INTEGER NOT NULL    -- position in --suites (0-based)
 );
+
+-- Per-instance stats as HELM writes per_instance_stats.json (the pipeline's own table; the published
+-- rebuild fills it with the imported ones): the analytics models' bootstrap resamples instances.
+CREATE TABLE IF NOT EXISTS instance_stats (
+        suite VARCHAR, run_name VARCHAR, instance_id VARCHAR, train_trial_index INTEGER,
+        ordinal INTEGER, name VARCHAR, split VARCHAR, sub_split VARCHAR, perturbation JSON,
+        count BIGINT, sum DOUBLE, sum_squared DOUBLE, min DOUBLE, max DOUBLE, mean DOUBLE,
+        variance DOUBLE, stddev DOUBLE);
+
+-- The analytics models' settings: at most one row, empty for the defaults (1000 bootstrap resamples,
+-- seed 0, alpha 0.05, power 0.8). Insert one and summarize again to change them.
+CREATE TABLE IF NOT EXISTS analytics_settings (
+        bootstrap_samples INTEGER, seed INTEGER, alpha DOUBLE, power DOUBLE);
