@@ -23,12 +23,15 @@ from typing import Any, Optional
 
 import duckdb
 
+from medhelm_core.costs import record_prices
 from medhelm_core.errors import MedhelmError
+from medhelm_core.ratelimit import SettingsRegistry
 from medhelm_core.store import Store, in_transaction
 
 from medhelm_core.model_metadata import (DEFAULT_MODEL_METADATA_PATH, ModelRegistry, load_model_registry,
                                          model_metadata_to_tables)
 from medhelm_core.summarize.kept import keep_target_tables
+from medhelm_core.summarize.refusals import write_refusal_patterns
 from medhelm_core.summarize.schema import DEFAULT_SCHEMA_PATH, fix_up_schema, load_schema, normalize_schema, schema_to_tables
 from medhelm_core.summarize.sql_models import load_sql_models, run_sql_models
 from medhelm_core.summarize.tables import ensure_input_tables, set_summarize_target
@@ -145,6 +148,17 @@ class RebuildResult:
     output_dir: Optional[str] = None
 
 
+def _record_release_prices(conn: duckdb.DuckDBPyConnection, main_db: str) -> None:
+    """The prices analytics' cost_vs_score uses: the store's, then the deployments settings' for the
+    release's other deployments (conf/deployments.yaml)."""
+    conn.execute(f'INSERT INTO deployment_prices SELECT * FROM "{main_db}".main.deployment_prices')
+    known = {r[0] for r in conn.execute("SELECT model_deployment FROM deployment_prices").fetchall()}
+    deployments = {r[0] for r in conn.execute(
+        "SELECT DISTINCT run_spec ->> '$.adapter_spec.model_deployment' FROM runs").fetchall() if r[0]}
+    settings = SettingsRegistry.load(None)
+    record_prices(conn, {d: settings.for_deployment(d) for d in sorted(deployments - known)})
+
+
 def rebuild_target(conn: duckdb.DuckDBPyConnection, target: str, output_dir: Optional[str] = None,
                    date: Optional[str] = None) -> RebuildResult:
     """Summarize an imported target with our SQL models in a scratch database (the store's working
@@ -171,6 +185,11 @@ def rebuild_target(conn: duckdb.DuckDBPyConnection, target: str, output_dir: Opt
                      [list(local_suites)])
         # the analytics' bootstrap: the store's settings and the imported per-instance stats (unperturbed instances)
         conn.execute(f'INSERT INTO analytics_settings SELECT * FROM "{main_db}".main.analytics_settings')
+        _record_release_prices(conn, main_db)
+        write_refusal_patterns(conn)
+        conn.execute(f"""INSERT INTO instance_completions
+                         SELECT suite, run_name, instance_id, train_trial_index, completion
+                         FROM "{main_db}".main.published_completions WHERE suite IN {suites_sql}""", [list(local_suites)])
         conn.execute(f"""INSERT INTO instance_stats BY NAME
                          SELECT suite, run_name, instance_id, train_trial_index, ordinal, name, split, sub_split,
                                 perturbation, count, sum, sum_squared, min, max, mean, variance, stddev

@@ -28,6 +28,7 @@ import filelock
 from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH, load_model_registry, model_metadata_to_tables
 from medhelm_core.published.leaderboard import registry_from_schema
 from medhelm_core.store import DB_FILENAME
+from medhelm_core.summarize.analytics import analytics_models
 from medhelm_core.summarize.schema import DEFAULT_SCHEMA_PATH, fix_up_schema, load_schema, normalize_schema, schema_to_tables
 from medhelm_core.summarize.sql_models import SQL_DIR, load_sql_models, run_sql_models
 from medhelm_core.summarize.write import build_group_tables
@@ -284,7 +285,9 @@ class Reader:
                                 f"run medhelm-summarize --{target.mode} {target.name} first")
             if published:
                 target.mode, target.suites = published[0] or target.mode, list(published[1] or target.suites)
-            models = load_sql_models(SQL_DIR)
+            # the leaderboard's models (the analytics are read from the store's kept tables)
+            skipped = set(analytics_models())
+            models = {name: m for name, m in load_sql_models(SQL_DIR).items() if name not in skipped}
             inputs = sorted({d for deps, _ in models.values() for d in deps} - set(models) - {"summarize_target"})
             for t in inputs:
                 if t not in src_tables or (published and (t.startswith("schema_") or t.startswith("model_"))):
@@ -304,7 +307,7 @@ class Reader:
                             [target.name, target.mode, s, i])
             if published:
                 _published_schema_tables(mem, target)
-            run_sql_models(mem)
+            run_sql_models(mem, only=list(models))
             return build_snapshot(mem, target, catalog="src")
         except duckdb.Error as e:
             raise DataError(f"cannot rebuild the leaderboard of {target.name!r}: {e}") from None

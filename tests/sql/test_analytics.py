@@ -148,3 +148,68 @@ def test_bootstrap_models_equal_a_recomputation_from_the_per_instance_stats(impo
     (a, b), p = next(iter(pairs.items()))
     assert pairs[(b, a)] == pytest.approx(1 - p, abs=1e-12)  # ties count half on both sides
     conn.close()
+
+
+@pytest.fixture(scope="module")
+def with_completions(tmp_path_factory):
+    out = tmp_path_factory.mktemp("analytics-completions")
+    assert import_main(["--source", str(PUBLIC), "--suite", "public-n50", "-o", str(out), "-q",
+                        "--with-completions"]) == 0
+    return out
+
+
+def _refusals(out: Path, run_like: str) -> tuple:
+    conn = duckdb.connect(str(out / "medhelm.duckdb"), read_only=True)
+    try:
+        return conn.execute("SELECT n_instances, n_refused, main_value, main_value_without_refusals, difference "
+                            "FROM leaderboard.refusals WHERE run_name LIKE ?", [run_like]).fetchone()
+    finally:
+        conn.close()
+
+
+def test_refusals_of_imported_completions_and_a_user_pattern(with_completions, monkeypatch, tmp_path):
+    from medhelm_core.published.leaderboard import rebuild_target
+
+    run = "head_qa%mock-gpt-b%"
+    n, refused, value, without, diff = _refusals(with_completions, run)
+    assert (n, refused) == (50, 0) and without == value and diff == 0.0
+    conn = duckdb.connect(str(with_completions / "medhelm.duckdb"))
+    # two of the run's answers turned into refusals: one saying sorry, one in the user's own wording
+    wrong, right = conn.execute(
+        "SELECT (list(position ORDER BY position) FILTER (WHERE NOT e))[1], (list(position ORDER BY position) FILTER (WHERE e))[1] "
+        "FROM (SELECT c.position, s.sum = 1 AS e FROM published_completions c JOIN published_instance_stats s "
+        "ON s.suite = c.suite AND s.run_name = c.run_name AND s.instance_id = c.instance_id AND s.name = 'exact_match' "
+        "AND s.split = 'test' WHERE c.run_name LIKE ?)", [run]).fetchone()
+    for position, text in ((wrong, "I'm SORRY, I can't answer that."), (right, "Declined: not medical advice.")):
+        conn.execute("UPDATE published_request_states SET result = json_merge_patch(result, ?) "
+                     "WHERE run_name LIKE ? AND position = ?",
+                     [json.dumps({"completions": [{"text": text}]}), run, position])
+    patterns = tmp_path / "patterns.yaml"
+    patterns.write_text('patterns:\n  - "^declined:"\n')
+    monkeypatch.setenv("MEDHELM_REFUSAL_PATTERNS", str(patterns))
+    try:
+        rebuild_target(conn, "public-n50")
+    finally:
+        conn.close()
+    n, refused, value2, without, diff = _refusals(with_completions, run)
+    assert (n, refused, value2) == (50, 2, value)
+    # one right and one wrong answer left out of 50: (50 * value - 1) / 48
+    assert without == pytest.approx((50 * value - 1) / 48, abs=1e-12) and diff == pytest.approx(without - value)
+
+
+def test_a_bad_refusal_pattern_is_one_line_naming_its_file(tmp_path, monkeypatch):
+    from medhelm_core.errors import MedhelmError
+    from medhelm_core.resources import ddl
+    from medhelm_core.summarize.refusals import write_refusal_patterns
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text('patterns:\n  - "(unclosed"\n')
+    monkeypatch.setenv("MEDHELM_REFUSAL_PATTERNS", str(bad))
+    conn = duckdb.connect()
+    conn.execute(ddl("summarize_inputs"))
+    with pytest.raises(MedhelmError) as e:
+        write_refusal_patterns(conn)
+    assert str(bad) in str(e.value) and "(unclosed" in str(e.value) and "\n" not in str(e.value)
+    bad.write_text("patterns: sorry\n")
+    with pytest.raises(MedhelmError, match="expected `patterns:` followed by a list"):
+        write_refusal_patterns(conn)

@@ -1,4 +1,4 @@
--- depends_on: headline_cells, table_rows, row_aggregates, target_runs
+-- depends_on: headline_cells, table_rows, row_aggregates, jury_metrics
 -- The MedHELM paper's summary table, per model of the headline table (the first win-rate table of
 -- the first group: MedHELM's "Accuracy" over every benchmark, one column each):
 --   win_rate   the leaderboard's mean win rate (row_aggregates);
@@ -7,15 +7,9 @@
 --              lower_is_better);
 --   macro_avg  mean of the model's non-null column values, 1-5 Likert columns rescaled to (x - 1) / 4;
 --   sd         their sample SD.
--- Likert columns: those whose metric an LLMJuryMetric of one of the target's runs emits
--- (`metric_specs[].args.metric_name`, the jury's 1-5 mean score).
+-- Likert columns: those whose metric an LLM jury scores (jury_metrics).
 CREATE OR REPLACE TABLE model_summary AS
-WITH jury_metrics AS (
-    SELECT DISTINCT spec ->> '$.args.metric_name' AS metric
-    FROM (SELECT unnest(CAST(run_spec -> '$.metric_specs' AS JSON[])) AS spec FROM target_runs)
-    WHERE (spec ->> 'class_name') LIKE '%.LLMJuryMetric'
-),
-cells AS (
+WITH cells AS (
     SELECT table_id, row_pos, col_idx, value, coalesce(lower_is_better, false) AS lower_is_better,
            metric IN (SELECT metric FROM jury_metrics) AS likert
     FROM headline_cells

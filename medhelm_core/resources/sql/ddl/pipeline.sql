@@ -67,3 +67,10 @@ CREATE TABLE IF NOT EXISTS jury_scores (
 CREATE TABLE IF NOT EXISTS run_fingerprints (
         suite VARCHAR, run_name VARCHAR, fingerprint VARCHAR,
         completed_at TIMESTAMP DEFAULT current_timestamp, PRIMARY KEY (suite, run_name));
+
+-- Each request's first completion text (analytics' refusals); the published rebuild gives the same
+-- columns from the imported scenario_state.json.
+CREATE OR REPLACE VIEW instance_completions AS
+    SELECT r.suite, r.run_name, r.instance_id, r.train_trial_index,
+           c.result -> '$.completions[0]' ->> 'text' AS completion
+    FROM requests r LEFT JOIN completions c USING (request_key);

@@ -51,3 +51,19 @@ CREATE TABLE IF NOT EXISTS instance_stats (
 -- seed 0, alpha 0.05, power 0.8). Insert one and summarize again to change them.
 CREATE TABLE IF NOT EXISTS analytics_settings (
         bootstrap_samples INTEGER, seed INTEGER, alpha DOUBLE, power DOUBLE);
+
+-- Prices in use (USD per 1M prompt / completion tokens), as sql/ddl/costs.sql defines them: the
+-- pipeline records those of its runs, the published rebuild those of the release's deployments
+-- (the deployments settings); analytics' cost_vs_score prices the target's tokens with them.
+CREATE TABLE IF NOT EXISTS deployment_prices (
+        model_deployment VARCHAR PRIMARY KEY, input_per_million DOUBLE, output_per_million DOUBLE,
+        updated_at TIMESTAMP DEFAULT current_timestamp);
+
+-- Each request's first completion text (a view over requests/completions in the pipeline's store,
+-- which makes this a no-op there; the published rebuild fills it from scenario_state.json).
+CREATE TABLE IF NOT EXISTS instance_completions (
+        suite VARCHAR, run_name VARCHAR, instance_id VARCHAR, train_trial_index INTEGER, completion VARCHAR);
+
+-- The refusal patterns in use (regular expressions, case-insensitive): conf/refusal_patterns.yaml and
+-- $MEDHELM_REFUSAL_PATTERNS, written before the analytics models run.
+CREATE TABLE IF NOT EXISTS refusal_patterns (pattern VARCHAR);
