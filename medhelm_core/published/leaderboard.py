@@ -31,6 +31,7 @@ from medhelm_core.store import Store, in_transaction
 from medhelm_core.model_metadata import (DEFAULT_MODEL_METADATA_PATH, ModelRegistry, load_model_registry,
                                          model_metadata_to_tables)
 from medhelm_core.summarize.kept import keep_target_tables
+from medhelm_core.summarize.human_ratings import write_human_ratings
 from medhelm_core.summarize.refusals import write_refusal_patterns
 from medhelm_core.summarize.schema import DEFAULT_SCHEMA_PATH, fix_up_schema, load_schema, normalize_schema, schema_to_tables
 from medhelm_core.summarize.sql_models import load_sql_models, run_sql_models
@@ -187,6 +188,10 @@ def rebuild_target(conn: duckdb.DuckDBPyConnection, target: str, output_dir: Opt
         conn.execute(f'INSERT INTO analytics_settings SELECT * FROM "{main_db}".main.analytics_settings')
         _record_release_prices(conn, main_db)
         write_refusal_patterns(conn)
+        write_human_ratings(conn)
+        conn.execute(f"""INSERT INTO instance_annotations
+                         SELECT suite, run_name, instance_id, annotator, annotation
+                         FROM "{main_db}".main.published_annotations WHERE suite IN {suites_sql}""", [list(local_suites)])
         conn.execute(f"""INSERT INTO instance_completions
                          SELECT suite, run_name, instance_id, train_trial_index, completion
                          FROM "{main_db}".main.published_completions WHERE suite IN {suites_sql}""", [list(local_suites)])

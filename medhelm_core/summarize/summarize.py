@@ -9,6 +9,7 @@ import duckdb
 
 from ..model_metadata import DEFAULT_MODEL_METADATA_PATH, load_model_registry, model_metadata_to_tables
 from .schema import DEFAULT_SCHEMA_PATH, empty_schema, fix_up_schema, load_schema, schema_to_tables
+from .human_ratings import write_human_ratings
 from .refusals import write_refusal_patterns
 from .sql_models import SQL_DIR, run_sql_models
 from .kept import keep_current_target
@@ -35,6 +36,7 @@ def prepare_summarize(
     """
     ensure_input_tables(conn)
     write_refusal_patterns(conn)
+    write_human_ratings(conn)
     if not suite and not release and not suites:
         suite = "default"
     target = set_summarize_target(conn, suite=suite, release=release, suites=suites)

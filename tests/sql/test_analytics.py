@@ -213,3 +213,74 @@ def test_a_bad_refusal_pattern_is_one_line_naming_its_file(tmp_path, monkeypatch
     bad.write_text("patterns: sorry\n")
     with pytest.raises(MedhelmError, match="expected `patterns:` followed by a list"):
         write_refusal_patterns(conn)
+
+
+def _icc21(pairs: list[tuple[float, float]]) -> float:
+    """ICC(2,1) from the two-way ANOVA mean squares (Shrout & Fleiss 1979), written out plainly."""
+    n, k = len(pairs), 2
+    grand = sum(x + y for x, y in pairs) / (n * k)
+    rows = [(x + y) / 2 for x, y in pairs]
+    cols = [sum(p[j] for p in pairs) / n for j in range(k)]
+    ssr = k * sum((r - grand) ** 2 for r in rows)
+    ssc = n * sum((c - grand) ** 2 for c in cols)
+    sst = sum((v - grand) ** 2 for p in pairs for v in p)
+    msr, msc = ssr / (n - 1), ssc / (k - 1)
+    mse = (sst - ssr - ssc) / ((n - 1) * (k - 1))
+    return (msr - mse) / (msr + (k - 1) * mse + k * (msc - mse) / n)
+
+
+def test_judge_agreement_on_the_published_jury_and_human_ratings(with_completions, monkeypatch, tmp_path):
+    from medhelm_core.published.leaderboard import rebuild_target
+
+    conn = duckdb.connect(str(with_completions / "medhelm.duckdb"))
+    scores = {}   # (benchmark, criterion, judge) -> {(run, instance): score}, from HELM's annotations as published
+    for run_name, instance_id, benchmark, annotation in conn.execute(
+            "SELECT run_name, instance_id, annotator, annotation FROM published_annotations").fetchall():
+        for judge, verdict in json.loads(annotation).items():
+            if judge in ("gpt", "llama", "claude") and isinstance(verdict, dict):
+                for criterion, v in verdict.items():
+                    scores.setdefault((benchmark, criterion, judge), {})[(run_name, instance_id)] = float(v["score"])
+    # human ratings for medication_qa's accuracy: the jury's mean + 1 on every instance of one run
+    run = conn.execute("SELECT min(run_name) FROM published_runs WHERE run_name LIKE 'medication_qa%'").fetchone()[0]
+    keys = sorted(k for k in scores[("medication_qa", "accuracy", "gpt")] if k[0] == run)
+    jury = {k: statistics.mean(scores[("medication_qa", "accuracy", j)][k] for j in ("gpt", "llama", "claude"))
+            for k in keys}
+    ratings = tmp_path / "ratings.csv"
+    ratings.write_text("run_name,instance_id,criterion,rating\n" +
+                       "".join(f'"{r}",{i},accuracy,{jury[(r, i)] + 1}\n' for r, i in keys))
+    monkeypatch.setenv("MEDHELM_HUMAN_RATINGS", str(ratings))
+    try:
+        rebuild_target(conn, "public-n50")
+        got = {(r[0], r[1], r[2], r[3]): r[4:] for r in conn.execute(
+            "SELECT benchmark, criterion, rater_a, rater_b, n, mad, icc FROM leaderboard.judge_agreement "
+            "WHERE target = 'public-n50'").fetchall()}
+    finally:
+        conn.close()
+    compared = 0
+    for (benchmark, criterion, a), xs in scores.items():
+        for b in ("gpt", "llama", "claude"):
+            if a < b and (benchmark, criterion, b) in scores:
+                ys = scores[(benchmark, criterion, b)]
+                pairs = [(xs[k], ys[k]) for k in sorted(set(xs) & set(ys))]
+                n, mad, icc = got[(benchmark, criterion, a, b)]
+                assert n == len(pairs) and mad == pytest.approx(statistics.mean(abs(x - y) for x, y in pairs))
+                assert icc == pytest.approx(_icc21(pairs), abs=1e-9)
+                compared += 1
+    assert compared >= 9
+    n, mad, icc = got[("medication_qa", "accuracy", "jury", "human")]
+    assert n == len(keys) and mad == pytest.approx(1.0)
+    assert icc == pytest.approx(_icc21([(jury[k], jury[k] + 1) for k in keys]), abs=1e-9)
+    assert ("medication_qa", "accuracy", "gpt", "human") in got and ("medication_qa", "clarity", "jury", "human") not in got
+
+
+def test_a_bad_human_ratings_file_is_one_line_naming_file_and_line(tmp_path):
+    from medhelm_core.errors import MedhelmError
+    from medhelm_core.summarize.human_ratings import read_human_ratings
+
+    bad = tmp_path / "ratings.csv"
+    bad.write_text("instance_id,criterion,rating\nid1,accuracy,4\nid2,accuracy,four\n")
+    with pytest.raises(MedhelmError, match=f"{bad}:3: rating 'four' is not a number"):
+        read_human_ratings(bad)
+    bad.write_text("instance_id,rating\nid1,4\n")
+    with pytest.raises(MedhelmError, match=f"{bad}:1: .*missing criterion"):
+        read_human_ratings(bad)

@@ -26,7 +26,7 @@ def _every_table(conn: duckdb.DuckDBPyConnection) -> None:
 def test_models_live_in_their_layers():
     files = sql_model_files()
     assert {p.parent.name for p in files.values()} == set(SQL_LAYERS)
-    assert len(files) == 29
+    assert len(files) == 32
     assert DOCS["model_summary"].layer == "analytics"
     assert DOCS["target_runs"].layer == "staging" and DOCS["table_cells"].layer == "marts"
 

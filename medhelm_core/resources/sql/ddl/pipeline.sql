@@ -74,3 +74,8 @@ CREATE OR REPLACE VIEW instance_completions AS
     SELECT r.suite, r.run_name, r.instance_id, r.train_trial_index,
            c.result -> '$.completions[0]' ->> 'text' AS completion
     FROM requests r LEFT JOIN completions c USING (request_key);
+
+-- HELM's annotation of each request state (analytics' judge agreement); the published rebuild
+-- gives the same columns from the imported scenario_state.json.
+CREATE OR REPLACE VIEW instance_annotations AS
+    SELECT suite, run_name, instance_id, annotator, annotation FROM annotations;

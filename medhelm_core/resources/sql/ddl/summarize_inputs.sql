@@ -67,3 +67,13 @@ CREATE TABLE IF NOT EXISTS instance_completions (
 -- The refusal patterns in use (regular expressions, case-insensitive): conf/refusal_patterns.yaml and
 -- $MEDHELM_REFUSAL_PATTERNS, written before the analytics models run.
 CREATE TABLE IF NOT EXISTS refusal_patterns (pattern VARCHAR);
+
+-- HELM's annotation of each request state (a view over the pipeline's annotations, which makes this
+-- a no-op there; the published rebuild fills it from scenario_state.json).
+CREATE TABLE IF NOT EXISTS instance_annotations (
+        suite VARCHAR, run_name VARCHAR, instance_id VARCHAR, annotator VARCHAR, annotation JSON);
+
+-- Clinicians' ratings to hold the jury against ($MEDHELM_HUMAN_RATINGS, a CSV: run_name (optional:
+-- empty means every run with that instance), instance_id, criterion, rating).
+CREATE TABLE IF NOT EXISTS human_ratings (
+        run_name VARCHAR, instance_id VARCHAR, criterion VARCHAR, rating DOUBLE);
