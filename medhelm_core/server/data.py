@@ -400,8 +400,12 @@ def build_snapshot(conn: duckdb.DuckDBPyConnection, target: Target, catalog: Opt
 
     comparison = _comparison(conn, catalog, src_tables, target)
     _annotate_comparison(tables, comparison)
+    intervals = _cell_intervals(conn, catalog, target)
+    _annotate_intervals(tables, intervals)
     costs = _costs(conn, catalog, src_tables, target)
     plots = _plots(tables, top, comparison, costs, group_list)
+    _win_rate_intervals(conn, catalog, target, plots)
+    plots["categories"] = _category_scores(conn, catalog, target)
     _cost_points(plots, run_list, costs)
     notes = []
     if not comparison["available"]:
@@ -484,6 +488,72 @@ def _annotate_comparison(tables: dict[str, list[dict]], comparison: dict) -> Non
                         ann.setdefault(str(i), {})[str(j)] = hit
             if ann:
                 t["comparison"] = ann
+
+
+def _kept(conn, catalog: Optional[str], table: str) -> Optional[str]:
+    """The qualified name of an analytics table kept for every target (schema `leaderboard`), if any."""
+    found = conn.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'leaderboard' "
+                         "AND table_name = ? AND (? IS NULL OR table_catalog = ?)", [table, catalog, catalog]).fetchone()[0]
+    if not found:
+        return None
+    return f'{catalog}.leaderboard."{table}"' if catalog else f'leaderboard."{table}"'
+
+
+def _cell_intervals(conn, catalog, target: Target) -> dict[tuple, dict]:
+    """(group, table title, row name, column header) -> the cell's bootstrap interval (analytics'
+    cell_intervals, kept for the target when it was summarized or imported)."""
+    names = {t: _kept(conn, catalog, t) for t in ("cell_intervals", "group_tables", "table_rows", "table_columns")}
+    if None in names.values():
+        return {}
+    rows = conn.execute(f"""
+        SELECT g.group_name, g.title, r.display_name, k.header_value, i.ci_low, i.ci_high, i.n_instances
+        FROM {names['cell_intervals']} i
+        JOIN {names['group_tables']} g ON g.target = i.target AND g.table_id = i.table_id
+        JOIN {names['table_rows']} r ON r.target = i.target AND r.table_id = i.table_id AND r.row_pos = i.row_pos
+        JOIN {names['table_columns']} k ON k.target = i.target AND k.table_id = i.table_id AND k.col_idx = i.col_idx
+        WHERE i.target = ? AND i.ci_low IS NOT NULL""", [target.name]).fetchall()
+    return {(g, t, r, c): {"low": lo, "high": hi, "n": n} for g, t, r, c, lo, hi, n in rows}
+
+
+def _annotate_intervals(tables: dict[str, list[dict]], intervals: dict[tuple, dict]) -> None:
+    """table["intervals"][row][col] = the cell's 95% bootstrap interval (matched by names)."""
+    if not intervals:
+        return
+    for group, tlist in tables.items():
+        for t in tlist:
+            ann: dict[str, dict[str, dict]] = {}
+            header = [h.get("value") for h in t["header"]]
+            for i, row in enumerate(t["rows"]):
+                for j in range(1, len(row)):
+                    hit = intervals.get((group, t["title"], row[0].get("value"), header[j]))
+                    if hit is not None:
+                        ann.setdefault(str(i), {})[str(j)] = hit
+            if ann:
+                t["intervals"] = ann
+
+
+def _win_rate_intervals(conn, catalog, target: Target, plots: dict) -> None:
+    """The mean win rate plot's error bars and rank ranges (analytics' win_rate_intervals)."""
+    name = _kept(conn, catalog, "win_rate_intervals")
+    if name is None:
+        return
+    found = {r[0]: r[1:] for r in conn.execute(
+        f"SELECT model, win_rate_low, win_rate_high, rank, rank_low, rank_high FROM {name} "
+        "WHERE target = ? AND win_rate_low IS NOT NULL", [target.name]).fetchall()}
+    for item in plots["win_rate"]:
+        if item["model"] in found:
+            item["low"], item["high"], item["rank"], item["rank_low"], item["rank_high"] = found[item["model"]]
+
+
+def _category_scores(conn, catalog, target: Target) -> list[dict]:
+    """The model x category heatmap's cells (analytics' category_scores below the top group)."""
+    name = _kept(conn, catalog, "category_scores")
+    if name is None:
+        return []
+    return [{"group": g, "category": d or g, "model": m, "mean_win_rate": w, "macro_avg": a}
+            for g, d, m, w, a in conn.execute(
+                f"SELECT run_group, display_name, model, mean_win_rate, macro_avg FROM {name} "
+                "WHERE target = ? AND depth > 0 ORDER BY depth, run_group, row_pos", [target.name]).fetchall()]
 
 
 def _costs(conn, catalog, src_tables, target: Target) -> dict:

@@ -273,6 +273,10 @@ def test_leaderboard_in_browser(example, served, browser, shots):
     top = table_grid(driver, 0)
     assert top["rows"][0]["label"] == "Mean win rate" and top["models"] == ["Demo model B", "Demo model A"]
     assert top["rows"][0]["cells"] == ["1", "0"]
+    # each benchmark cell's bootstrap interval on hover (analytics' cell_intervals)
+    tips = js(driver, "return [...document.querySelectorAll('section.lb-section')[0].querySelectorAll('td.has-ci')]"
+                      ".map(e => e.title)")
+    assert len(tips) >= 4 and all("95% bootstrap interval" in t and "(10 instances)" in t for t in tips)
     driver.save_screenshot(str(shots / "leaderboard.png"))
 
     # sorting: the same column again reverses; the Model row sorts by name
@@ -340,6 +344,8 @@ def test_drilldown_in_browser(example, served, browser, shots):
     # plots and the comparison page without a leaderboard_comparison table: shown, not broken
     open_page(driver, served.url + "#/plots", expect="/plots")
     assert js(driver, "return document.querySelectorAll('#plot-win-rate svg rect.bar').length") == 2
+    # the mean win rates' bootstrap intervals as error bars (a bar and two ticks per model)
+    assert js(driver, "return document.querySelectorAll('#plot-win-rate svg line.errbar').length") == 6
     assert js(driver, "return document.querySelectorAll('#plot-cost svg circle').length") == 2
     open_page(driver, served.url + "#/compare", expect="/compare")
     assert "No leaderboard_comparison" in driver.find_element("id", "no-comparison").text
@@ -395,6 +401,15 @@ def test_medhelm_schema_categories_in_browser(medhelm_schema_copy, browser, shot
         wait_ready(driver, "/group/clinical_decision_support")
         assert driver.find_element("id", "group-title").text == "Clinical Decision Support"
         assert table_grid(driver, 0)["rows"][0]["label"] == "Mean win rate"
+        # the model x category heatmap (analytics' category_scores): a row per model, a column per
+        # category with runs, shaded by the category's mean win rate
+        open_page(driver, s.url + "#/plots", expect="/plots")
+        heads = js(driver, "return [...document.querySelectorAll('#plot-categories thead th')].map(e => e.textContent)")
+        assert heads[0] == "Model" and "Clinical Decision Support" in heads
+        shaded = js(driver, "return [...document.querySelectorAll('#plot-categories td.heat')]"
+                            ".filter(e => e.style.background).map(e => e.title)")
+        assert shaded and all("mean win rate" in t and "macro-average" in t for t in shaded)
+        driver.save_screenshot(str(shots / "category_heatmap.png"))
     finally:
         s.close()
 

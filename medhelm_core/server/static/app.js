@@ -139,9 +139,17 @@ function barChart(items, opts) {
     const y = 12 + i * rowH;
     svg.appendChild(s("text", { x: left - 8, y: y + 14, "text-anchor": "end" }, it.label));
     if (it.value !== undefined && it.value !== null) {
+      const range = it.low !== undefined && it.high !== undefined;
+      const tip = `${it.label}: ${fmt(it.value)}` + (range ? ` (95% interval ${fmt(it.low)} – ${fmt(it.high)})` : "") +
+        (it.rank_low !== undefined ? `, rank ${it.rank_low === it.rank_high ? it.rank_low : it.rank_low + "–" + it.rank_high}` : "");
       svg.appendChild(s("rect", { x: left, y: y + 2, width: Math.max(1, x(it.value) - left), height: rowH - 8, class: "bar" },
-        s("title", {}, `${it.label}: ${fmt(it.value)}`)));
-      svg.appendChild(s("text", { x: x(it.value) + 5, y: y + 14 }, fmt(it.value)));
+        s("title", {}, tip)));
+      if (range) {   // the bootstrap interval as an error bar
+        const ym = y + 2 + (rowH - 8) / 2;
+        svg.appendChild(s("line", { x1: x(it.low), x2: x(it.high), y1: ym, y2: ym, class: "errbar" }, s("title", {}, tip)));
+        for (const v of [it.low, it.high]) svg.appendChild(s("line", { x1: x(v), x2: x(v), y1: ym - 5, y2: ym + 5, class: "errbar" }));
+      }
+      svg.appendChild(s("text", { x: x(range ? Math.max(it.value, it.high) : it.value) + 5, y: y + 14 }, fmt(it.value)));
     } else {
       svg.appendChild(s("text", { x: left + 4, y: y + 14, class: "muted" }, "-"));
     }
@@ -251,6 +259,11 @@ function valueCell(table, row, rowIdx, col, ts) {
       parts.push(h("span", { class: "pub" }, (cmp.equal ? "= pub " : "pub ") + fmt(cmp.published_value) +
         (!cmp.equal && cmp.cause ? " · " + cmp.cause : "")));
     }
+  }
+  const ci = table.intervals && table.intervals[String(rowIdx)] && table.intervals[String(rowIdx)][String(col)];
+  if (ci) {
+    classes.push("has-ci");
+    tip += `\n± ${fmt((ci.high - ci.low) / 2)}: 95% bootstrap interval ${fmt(ci.low)} – ${fmt(ci.high)} (${ci.n} instances)`;
   }
   return h("td", { class: classes.join(" "), "data-row": rowIdx, "data-col": col, title: tip.trim() || null }, parts);
 }
@@ -516,14 +529,31 @@ async function showCompare() {
 
 // ------------------------------------------------------------------ plots page
 
+function heatmap(cells) {
+  // model x category: each cell shaded by the mean win rate in the category (0 white .. 1 dark blue)
+  const cats = [...new Set(cells.map(c => c.category))], models = [...new Set(cells.map(c => c.model))];
+  const at = new Map(cells.map(c => [c.model + "\u0000" + c.category, c]));
+  return h("table", { class: "heatmap" },
+    h("thead", {}, h("tr", {}, h("th", {}, "Model"), cats.map(c => h("th", {}, c)))),
+    h("tbody", {}, models.map(m => h("tr", {}, h("th", { class: "model" }, m), cats.map(c => {
+      const cell = at.get(m + "\u0000" + c);
+      const w = cell ? cell.mean_win_rate : null;
+      const style = w === null || w === undefined ? "" : `background: rgba(31, 91, 176, ${0.1 + 0.8 * w}); color: ${w > 0.55 ? "#fff" : "#000"}`;
+      return h("td", { class: "heat", style, title: cell ? `${m} · ${c}: mean win rate ${fmt(w)}, macro-average ${fmt(cell.macro_avg)}` : null },
+        fmt(w));
+    })))));
+}
+
 async function showPlots() {
   markSidebar(null);
   const p = await api("plots");
   const out = [h("h1", {}, "Plots")];
   const wr = (p.win_rate || []).slice().sort((a, b) => (b.value ?? -1) - (a.value ?? -1));
   out.push(h("h2", {}, "Mean win rate by model" + (p.win_rate_table ? " (" + p.win_rate_table + ")" : "")));
-  out.push(wr.length ? h("div", { id: "plot-win-rate" }, figure("Mean win rate", barChart(wr.map(x => ({ label: x.model, value: x.value })), { max: 1 })))
+  out.push(wr.length ? h("div", { id: "plot-win-rate" }, figure("Mean win rate", barChart(wr.map(x => ({ label: x.model, value: x.value, low: x.low, high: x.high, rank_low: x.rank_low, rank_high: x.rank_high })), { max: 1 })))
     : h("p", { class: "muted" }, "No mean win rate in this leaderboard."));
+  const cats = p.categories || [];
+  if (cats.length) out.push(h("h2", {}, "Mean win rate by category"), h("div", { id: "plot-categories" }, heatmap(cats)));
   out.push(h("h2", {}, "Reproduced vs published, per benchmark"));
   const scat = Object.values(p.scatter || {});
   out.push(scat.length ? h("div", { class: "plots", id: "plot-scatter" }, scat.map(comparisonScatter))
