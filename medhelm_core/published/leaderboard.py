@@ -295,7 +295,7 @@ def compare_cells(target: str, published: list[dict], rebuilt: list[dict], rb: R
             "abs_diff": abs(pv - rv) if pv is not None and rv is not None else None,
             "equal": eq, "published_count": p["run_count"] if p else None,
             "rebuilt_count": r["run_count"] if r else None, "cause": None,
-            "both_missing": pv is None and rv is None,
+            "both_missing": eq and pv is None and rv is None,   # both tables have the cell, both empty
             "_p": p, "_r": r, "_table": k[0],
         })
     differing_tables = {row["_table"] for row in rows if not row["equal"] and not row["is_aggregate"]}
@@ -358,6 +358,9 @@ class ComparisonSummary:
         return self.equal - self.both_missing
 
     def lines(self) -> list[str]:
+        if not self.published_cells:
+            return [f"{self.target}: no published leaderboard to compare with (no groups/*.json was imported); "
+                    f"rebuilt {self.rebuilt_cells} cells in {self.rebuild_seconds:.2f}s"]
         out = [f"{self.target}: valued cells equal {self.valued_equal}/{self.valued}, missing on both sides "
                f"{self.both_missing} ({self.cells} cells compared); mean win rates "
                f"{self.win_rates_equal}/{self.win_rates} equal; rebuilt in {self.rebuild_seconds:.2f}s"]

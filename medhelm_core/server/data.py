@@ -454,7 +454,7 @@ def _comparison(conn, catalog, src_tables, target: Target) -> dict:
         item["verdict"] = "equal" if item["equal"] else ("differs" if item.get("cause") is None else "explained")
         clean.append(item)
     out["rows"] = clean
-    both_missing = sum(1 for r in clean if r["published_value"] is None and r["rebuilt_value"] is None)
+    both_missing = sum(1 for r in clean if r["equal"] and r["published_value"] is None and r["rebuilt_value"] is None)
     summary = {"cells": len(clean), "equal": sum(1 for r in clean if r["equal"]),
                "differ": sum(1 for r in clean if not r["equal"]), "both_missing": both_missing,
                "valued": len(clean) - both_missing,

@@ -361,3 +361,18 @@ def test_reproduce_offline_names_the_local_form_and_writes_nothing(tmp_path):
     assert line.endswith("reproduce from a local copy instead: bash scripts/reproduce.sh "
                          "--source /path/to/local/benchmark_output --release <R>"), line
     assert not out.exists()
+
+
+def test_a_suite_never_summarized_upstream_says_there_is_nothing_to_compare(tmp_path, capsys):
+    """A suite imported with its runs but no groups/*.json (helm-summarize never ran on it): the line says so,
+    instead of counting every rebuilt cell as a difference."""
+    import shutil
+
+    from medhelm_core.published.cli import main as import_main
+
+    src = tmp_path / "src"
+    shutil.copytree(PUBLIC / "benchmark_output" / "runs" / "public-n50", src / "runs" / "public-n50",
+                    ignore=shutil.ignore_patterns("groups", "groups.json", "summary.json", "schema.json"))
+    assert import_main(["--source", str(src), "--suite", "public-n50", "-o", str(tmp_path / "out")]) == 0
+    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("public-n50:")][0]
+    assert "no published leaderboard to compare with" in line and "rebuilt" in line and "-" not in line.split("rebuilt")[1][:3]
