@@ -400,8 +400,7 @@ def build_snapshot(conn: duckdb.DuckDBPyConnection, target: Target, catalog: Opt
 
     comparison = _comparison(conn, catalog, src_tables, target)
     _annotate_comparison(tables, comparison)
-    intervals = _cell_intervals(conn, catalog, target)
-    _annotate_intervals(tables, intervals)
+    _annotate_cells(tables, _cell_intervals(conn, catalog, target), "intervals")   # bootstrap intervals
     costs = _costs(conn, catalog, src_tables, target)
     plots = _plots(tables, top, comparison, costs, group_list)
     _win_rate_intervals(conn, catalog, target, plots)
@@ -469,11 +468,8 @@ def _comparison(conn, catalog, src_tables, target: Target) -> dict:
     return out
 
 
-def _annotate_comparison(tables: dict[str, list[dict]], comparison: dict) -> None:
-    """table["comparison"][row][col] = the comparison row of that cell (matched by names)."""
-    index: dict[tuple, dict] = {}
-    for r in comparison["rows"]:
-        index[(r["group_name"], r["table_title"], r["row_name"], r["column_name"])] = r
+def _annotate_cells(tables: dict[str, list[dict]], index: dict[tuple, dict], key: str) -> None:
+    """table[key][row][col] = index[(group, table title, row name, column header)], for every cell found."""
     if not index:
         return
     for group, tlist in tables.items():
@@ -487,7 +483,13 @@ def _annotate_comparison(tables: dict[str, list[dict]], comparison: dict) -> Non
                     if hit is not None:
                         ann.setdefault(str(i), {})[str(j)] = hit
             if ann:
-                t["comparison"] = ann
+                t[key] = ann
+
+
+def _annotate_comparison(tables: dict[str, list[dict]], comparison: dict) -> None:
+    """table["comparison"][row][col] = the comparison row of that cell (matched by names)."""
+    _annotate_cells(tables, {(r["group_name"], r["table_title"], r["row_name"], r["column_name"]): r
+                             for r in comparison["rows"]}, "comparison")
 
 
 def _kept(conn, catalog: Optional[str], table: str) -> Optional[str]:
@@ -513,23 +515,6 @@ def _cell_intervals(conn, catalog, target: Target) -> dict[tuple, dict]:
         JOIN {names['table_columns']} k ON k.target = i.target AND k.table_id = i.table_id AND k.col_idx = i.col_idx
         WHERE i.target = ? AND i.ci_low IS NOT NULL""", [target.name]).fetchall()
     return {(g, t, r, c): {"low": lo, "high": hi, "n": n} for g, t, r, c, lo, hi, n in rows}
-
-
-def _annotate_intervals(tables: dict[str, list[dict]], intervals: dict[tuple, dict]) -> None:
-    """table["intervals"][row][col] = the cell's 95% bootstrap interval (matched by names)."""
-    if not intervals:
-        return
-    for group, tlist in tables.items():
-        for t in tlist:
-            ann: dict[str, dict[str, dict]] = {}
-            header = [h.get("value") for h in t["header"]]
-            for i, row in enumerate(t["rows"]):
-                for j in range(1, len(row)):
-                    hit = intervals.get((group, t["title"], row[0].get("value"), header[j]))
-                    if hit is not None:
-                        ann.setdefault(str(i), {})[str(j)] = hit
-            if ann:
-                t["intervals"] = ann
 
 
 def _win_rate_intervals(conn, catalog, target: Target, plots: dict) -> None:

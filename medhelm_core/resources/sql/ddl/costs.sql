@@ -1,9 +1,8 @@
 -- Dollar cost: the prices in use and the cost views (see medhelm_core/costs.py).
 -- Executed by medhelm_core.store when it first opens a file for writing (every statement is idempotent).
 
-CREATE TABLE IF NOT EXISTS deployment_prices (
-        model_deployment VARCHAR PRIMARY KEY, input_per_million DOUBLE, output_per_million DOUBLE,
-        updated_at TIMESTAMP DEFAULT current_timestamp);
+-- deployment_prices: defined with the summarize inputs (summarize_inputs.sql), which analytics'
+-- cost_vs_score reads in every store.
 
 CREATE OR REPLACE VIEW completion_costs AS
     SELECT c.request_key, c.model_deployment, c.model, c.outcome, c.success, c.attempts,

@@ -49,12 +49,8 @@ CREATE TABLE IF NOT EXISTS judge_verdicts (
         raw_text VARCHAR, parsed JSON, error VARCHAR,
         PRIMARY KEY (suite, run_name, position, annotator, judge));
 
--- Per-instance stats as HELM writes per_instance_stats.json, one row per Stat.
-CREATE TABLE IF NOT EXISTS instance_stats (
-        suite VARCHAR, run_name VARCHAR, instance_id VARCHAR, train_trial_index INTEGER,
-        ordinal INTEGER, name VARCHAR, split VARCHAR, sub_split VARCHAR, perturbation JSON,
-        count BIGINT, sum DOUBLE, sum_squared DOUBLE, min DOUBLE, max DOUBLE, mean DOUBLE,
-        variance DOUBLE, stddev DOUBLE);
+-- Per-instance stats (instance_stats): defined with the summarize inputs (summarize_inputs.sql),
+-- which the analytics read in every store, this one included.
 
 -- The jury score with judge failures left out instead of HELM's silent default.
 CREATE TABLE IF NOT EXISTS jury_scores (
