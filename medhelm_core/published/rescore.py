@@ -7,8 +7,11 @@ train trial, name, split, sub_split, perturbation name, occurrence); `equal` = s
 within 1e-9 (or both missing).  Re-scoring is per stat, not per run: every stat that can be
 recomputed from the published request states is (`status` 'recomputed'), and each one that cannot
 is listed with `status` 'not_recomputed' and its cause in words: a metric class not implemented
-here, HELM's device-only stats (BERTScore, SummaC), token counts whose tokenizer is not on this
-machine (with the file and where it comes from).
+here, HELM's device-only stats (BERTScore, SummaC) without the [summarization] extra or their
+weights, token counts whose tokenizer is not on this machine (with the file and where it comes from).
+A recomputed stat that differs names its cause: a change of the stat's definition in a HELM release
+newer than the run (`metric_history.yaml`; the run is no newer than its release's summary date),
+untokenized counts, or the published jury scores rewritten after the run.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from medhelm_core.metrics.evaluate import TOKENIZER_STATS, evaluate_run_partial
 from medhelm_core.store import Store, in_transaction
 from medhelm_core.tokenizers import TokenizerError, UncountedTokenizer, get_tokenizer
 
+from .metric_history import drift_causes, parse_date
 from .tables import ensure_published_tables
 
 RESCORED_COLUMNS = ["suite", "run_name", "level", "seq", "instance_id", "train_trial_index", "name", "split",
@@ -124,9 +128,10 @@ def rescore_target(store: Store, target: str, local_path: Optional[str] = "prod_
             registry = None
     with store.connect() as conn:
         ensure_published_tables(conn)
-        suites = conn.execute("SELECT suites FROM published_targets WHERE target = ?", [target]).fetchone()
+        suites = conn.execute("SELECT suites, date FROM published_targets WHERE target = ?", [target]).fetchone()
         if suites is None:
             raise MedhelmError(f"{target!r} has not been imported (run medhelm-import first)")
+        made_by = parse_date(suites[1])   # the runs are no newer than their release's summary
         runs = conn.execute("""
             SELECT r.suite, r.run_name, r.run_spec FROM published_runs r
             WHERE r.suite IN (SELECT unnest(?::VARCHAR[]))
@@ -135,6 +140,7 @@ def rescore_target(store: Store, target: str, local_path: Optional[str] = "prod_
         rescored: list[tuple] = []
         notes: dict[tuple[str, str], str] = {}
         not_recomputed: list[tuple[str, str, str, str]] = []  # (suite, run, stat name, cause)
+        drift: list[tuple[str, str, str, str]] = []  # (suite, run, stat name, a definition change since the run)
         for i, (suite, run_name, spec_text) in enumerate(runs, 1):
             spec = json.loads(spec_text)
             missing = [m["class_name"] for m in spec.get("metric_specs", []) if m["class_name"] not in metrics]
@@ -152,6 +158,7 @@ def rescore_target(store: Store, target: str, local_path: Optional[str] = "prod_
             if tok_cause:
                 causes.update({name: tok_cause for name in TOKENIZER_STATS})
             not_recomputed.extend((suite, run_name, name, cause) for name, cause in causes.items())
+            drift.extend((suite, run_name, name, cause) for name, cause in drift_causes(spec, made_by).items())
             notes[(suite, run_name)] = "; ".join(note)
             seq = 0
             for entry in per_instance:
@@ -170,11 +177,13 @@ def rescore_target(store: Store, target: str, local_path: Optional[str] = "prod_
         frame["train_trial_index"] = frame["train_trial_index"].astype("Int64")
         note_frame = pd.DataFrame([(s, r, n) for (s, r), n in notes.items()], columns=["suite", "run_name", "note"])
         missing_frame = pd.DataFrame(not_recomputed, columns=["suite", "run_name", "name", "cause"], dtype="string")
+        drift_frame = pd.DataFrame(drift, columns=["suite", "run_name", "name", "cause"], dtype="string")
         try:
             with in_transaction(conn):
                 conn.register("_rescored", frame)
                 conn.register("_notes", note_frame)
                 conn.register("_not_computed", missing_frame)
+                conn.register("_drift", drift_frame)
                 conn.execute("DELETE FROM rescore_comparison WHERE (suite, run_name) IN "
                              "(SELECT suite, run_name FROM _notes)")
                 conn.execute(COMPARE_SQL)
@@ -182,6 +191,7 @@ def rescore_target(store: Store, target: str, local_path: Optional[str] = "prod_
             conn.unregister("_rescored")
             conn.unregister("_notes")
             conn.unregister("_not_computed")
+            conn.unregister("_drift")
         in_target = """(suite, run_name) IN (SELECT suite, run_name FROM published_runs
                                              WHERE suite IN (SELECT unnest(?::VARCHAR[])))"""
         target_suites = [list(dict.fromkeys(suites[0]))]
@@ -261,6 +271,7 @@ SELECT k.suite, k.run_name, k.level, k.instance_id, CAST(k.train_trial_index AS 
             WHEN NOT k.in_r AND m.cause IS NOT NULL THEN m.cause
             WHEN NOT k.in_r THEN 'not re-scored' || CASE WHEN n.note <> '' THEN ' (' || n.note || ')' ELSE '' END
             WHEN NOT k.in_p THEN 'not in the published stats'
+            WHEN d.cause IS NOT NULL THEN d.cause
             WHEN k.name IN ({", ".join(repr(t) for t in sorted(TOKEN_STATS))}) AND n.note LIKE '%tokenizer unknown%'
                 THEN 'token counts need the deployment''s tokenizer (' || n.note || ')'
             WHEN k.name LIKE '%jury%'
@@ -270,4 +281,6 @@ SELECT k.suite, k.run_name, k.level, k.instance_id, CAST(k.train_trial_index AS 
 FROM k LEFT JOIN _notes n ON n.suite = k.suite AND n.run_name = k.run_name
 LEFT JOIN (SELECT DISTINCT suite, run_name, name, cause FROM _not_computed) m
   ON m.suite = k.suite AND m.run_name = k.run_name AND m.name = k.name
+LEFT JOIN (SELECT suite, run_name, name, min(cause) AS cause FROM _drift GROUP BY ALL) d
+  ON d.suite = k.suite AND d.run_name = k.run_name AND d.name = k.name
 """
