@@ -38,7 +38,7 @@ from medhelm_core.summarize.sql_models import load_sql_models, run_sql_models
 from medhelm_core.summarize.tables import ensure_input_tables, set_summarize_target
 from medhelm_core.summarize.write import build_group_tables, write_summarize_outputs
 
-from .rows import insert_json_rows
+from .rows import insert_json_rows, sql_str
 from .tables import ensure_published_tables
 
 TOL = 1e-9
@@ -189,17 +189,21 @@ def rebuild_target(conn: duckdb.DuckDBPyConnection, target: str, output_dir: Opt
         _record_release_prices(conn, main_db)
         write_refusal_patterns(conn)
         write_human_ratings(conn)
-        conn.execute(f"""INSERT INTO instance_annotations
-                         SELECT suite, run_name, instance_id, annotator, annotation
-                         FROM "{main_db}".main.published_annotations WHERE suite IN {suites_sql}""", [list(local_suites)])
-        conn.execute(f"""INSERT INTO instance_completions
-                         SELECT suite, run_name, instance_id, train_trial_index, completion
-                         FROM "{main_db}".main.published_completions WHERE suite IN {suites_sql}""", [list(local_suites)])
-        conn.execute(f"""INSERT INTO instance_stats BY NAME
-                         SELECT suite, run_name, instance_id, train_trial_index, ordinal, name, split, sub_split,
-                                perturbation, count, sum, sum_squared, min, max, mean, variance, stddev
-                         FROM "{main_db}".main.published_instance_stats
-                         WHERE suite IN {suites_sql} AND instance_perturbation IS NULL""", [list(local_suites)])
+        # the imported per-instance stats, completions and annotations as views onto the store: the
+        # analytics read what they need of them, nothing is copied into the scratch database
+        in_suites = "(" + ", ".join(sql_str(x) for x in local_suites) + ")"
+        src = f'"{main_db}".main'
+        for view, sql in (
+                ("instance_annotations", "SELECT suite, run_name, instance_id, annotator, annotation "
+                                         "FROM {src}.published_annotations"),
+                ("instance_completions", "SELECT suite, run_name, instance_id, train_trial_index, completion "
+                                         "FROM {src}.published_completions"),
+                ("instance_stats", "SELECT suite, run_name, instance_id, train_trial_index, ordinal, name, split, "
+                                   "sub_split, perturbation, count, sum, sum_squared, min, max, mean, variance, stddev "
+                                   "FROM {src}.published_instance_stats WHERE instance_perturbation IS NULL")):
+            conn.execute(f"DROP TABLE IF EXISTS {view}")
+            where = " AND " if " WHERE " in sql else " WHERE "
+            conn.execute(f"CREATE VIEW {view} AS {sql.format(src=src)}{where}suite IN {in_suites}")
         if mode == "release":
             summarize_target = set_summarize_target(conn, release=target, suites=list(local_suites))
         else:

@@ -29,7 +29,7 @@ from medhelm_core.metrics.evaluate import TOKENIZER_STATS, evaluate_run_partial
 from medhelm_core.store import Store, in_transaction
 from medhelm_core.tokenizers import TokenizerError, UncountedTokenizer, get_tokenizer
 
-from .metric_history import drift_causes, parse_date
+from .metric_history import drift_causes, parse_date, with_retired_classes_replaced
 from .tables import ensure_published_tables
 
 RESCORED_COLUMNS = ["suite", "run_name", "level", "seq", "instance_id", "train_trial_index", "name", "split",
@@ -142,7 +142,7 @@ def rescore_target(store: Store, target: str, local_path: Optional[str] = "prod_
         not_recomputed: list[tuple[str, str, str, str]] = []  # (suite, run, stat name, cause)
         drift: list[tuple[str, str, str, str]] = []  # (suite, run, stat name, a definition change since the run)
         for i, (suite, run_name, spec_text) in enumerate(runs, 1):
-            spec = json.loads(spec_text)
+            spec = with_retired_classes_replaced(json.loads(spec_text), made_by)  # HELM 0.5.5-0.5.7 jury classes
             missing = [m["class_name"] for m in spec.get("metric_specs", []) if m["class_name"] not in metrics]
             tokenizer, tok_cause = _run_tokenizer(registry, (spec.get("adapter_spec") or {}).get("model_deployment"))
             run_spec = dict(spec, metric_specs=[m for m in spec.get("metric_specs", []) if m["class_name"] in metrics])

@@ -74,3 +74,52 @@ def test_the_history_applies_by_class_condition_and_date():
     assert drift_causes({**spec, "metric_specs": [{"class_name": "other.Metric"}]}, None) == {}
     assert drift_causes({**spec, "adapter_spec": {}}, None) == {}
     assert parse_date("2026-11-29T10:00:00") == parse_date("2026-11-29") and parse_date("n/a") is None
+
+
+JURY_RUN = "medication_qa:model=mockai_mock-gpt-a,model_deployment=mockai_mock-gpt-a"
+RETIRED = "helm.benchmark.metrics.medication_qa_metrics.MedicationQAMetric"
+
+
+def _helm_055_run(root: Path, date: str | None) -> Path:
+    """medication_qa as HELM 0.5.5 wrote it: its jury metric the retired per-scenario class (args {}),
+    and one instance no judge scored (every judge's entry None), published as 0.0, 0.5.5's default."""
+    suite = root / "benchmark_output" / "runs" / "v055"
+    shutil.copytree(SUITE / JURY_RUN, suite / JURY_RUN)
+    run = suite / JURY_RUN
+    spec = json.loads((run / "run_spec.json").read_text())
+    spec["metric_specs"] = [{"class_name": RETIRED, "args": {}} if m["class_name"].endswith("LLMJuryMetric") else m
+                            for m in spec["metric_specs"]]
+    (run / "run_spec.json").write_text(json.dumps(spec))
+    state = json.loads((run / "scenario_state.json").read_text())
+    first = state["request_states"][0]
+    first["annotations"]["medication_qa"] = {k: (None if k != "prompt_text" else v)
+                                             for k, v in first["annotations"]["medication_qa"].items()}
+    (run / "scenario_state.json").write_text(json.dumps(state))
+    per_instance = json.loads((run / "per_instance_stats.json").read_text())
+    for entry in per_instance:
+        for s in entry["stats"]:
+            if entry["instance_id"] == first["instance"]["id"] and s["name"]["name"] == "medication_qa_accuracy":
+                s.update(sum=0.0, mean=0.0, min=0.0, max=0.0, sum_squared=0.0)
+    (run / "per_instance_stats.json").write_text(json.dumps(per_instance))
+    if date:
+        (suite / "summary.json").write_text(json.dumps({"suites": ["v055"], "suite": "v055", "date": date}))
+    return root / "benchmark_output"
+
+
+def _jury_rows(tmp_path: Path, date: str | None) -> list[tuple]:
+    source = _helm_055_run(tmp_path / str(date), date)
+    out = tmp_path / str(date) / "out"
+    assert import_main(["--source", str(source), "--suite", "v055", "--with-completions", "--rescore", "-o", str(out),
+                        "-q"]) == 0
+    with duckdb.connect(str(out / "medhelm.duckdb"), read_only=True) as conn:
+        return conn.execute("SELECT status, equal, cause, count(*) FROM rescore_comparison "
+                            "WHERE name = 'medication_qa_accuracy' AND level = 'instance' GROUP BY ALL").fetchall()
+
+
+def test_helm_055_jury_classes_are_recomputed_with_their_own_default(tmp_path):
+    # dated before 0.5.6: the retired class's 0.0 for the unscored instance, every instance equal
+    assert _jury_rows(tmp_path, "2025-05-01") == [("recomputed", True, None, 50)]
+    # no date: 0.5.6-0.5.7's definition (1.0), and the one difference names the change
+    rows = sorted(_jury_rows(tmp_path, None), key=lambda r: r[1])
+    assert [(s, e, n) for s, e, _, n in rows] == [("recomputed", False, 1), ("recomputed", True, 49)]
+    assert "b83a9bfeb" in rows[0][2] and "no judge scored" in rows[0][2] and "version is unknown" in rows[0][2]
