@@ -1,9 +1,8 @@
 -- depends_on: instance_annotations, target_runs
 -- Every judge's verdict in the target's jury annotations (HELM's annotation: {judge: {criterion:
 -- {score, explanation}}, prompt_text}; the judges: the run spec's annotator_models), one row per
--- criterion; a judge whose entry is not an object
--- (HELM stores None when the reply could not be parsed or the call failed) is one row with
--- `failed` and no criterion.
+-- criterion; a judge whose entry is not an object (HELM stores None when the reply could not be
+-- parsed or the call failed) is one row with `failed` and no criterion.
 CREATE OR REPLACE TABLE judge_scores AS
 WITH juries AS (   -- the judges of each run's LLM-jury annotators (annotator_models' keys)
     SELECT DISTINCT suite, run_name, unnest(json_keys(spec -> '$.args.annotator_models')) AS judge
@@ -11,17 +10,12 @@ WITH juries AS (   -- the judges of each run's LLM-jury annotators (annotator_mo
           FROM target_runs)
     WHERE json_type(spec -> '$.args.annotator_models') = 'OBJECT'
 ),
-a AS (
-    SELECT DISTINCT x.suite, x.run_name, x.instance_id, x.annotator AS benchmark, x.annotation
+judges AS (   -- only each judge's verdict is taken out of the annotation (it also holds the judge prompt)
+    SELECT x.suite, x.run_name, x.instance_id, x.annotator AS benchmark, j.judge,
+           x.annotation -> ('$."' || j.judge || '"') AS verdict
     FROM instance_annotations x
-    JOIN target_runs t ON t.suite = x.suite AND t.run_name = x.run_name
-    WHERE json_type(x.annotation) = 'OBJECT'
-),
-judges AS (
-    SELECT a.suite, a.run_name, a.instance_id, a.benchmark, j.judge,
-           a.annotation -> ('$."' || j.judge || '"') AS verdict
-    FROM a JOIN juries j ON j.suite = a.suite AND j.run_name = a.run_name
-    WHERE list_contains(json_keys(a.annotation), j.judge)
+    JOIN juries j ON j.suite = x.suite AND j.run_name = x.run_name
+    WHERE json_type(x.annotation) = 'OBJECT' AND json_exists(x.annotation, '$."' || j.judge || '"')
 ),
 criteria AS (
     SELECT suite, run_name, instance_id, benchmark, judge, criterion,
