@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # One-time set-up on a fresh machine: a virtualenv in .venv with the project, its tiers' extras and
 # the test tools. `--with-browser` also installs Debian's Chromium + chromedriver, which the
-# leaderboard page's browser tests drive (no browser download).
+# leaderboard page's browser tests drive (no browser download); `--with-postgres` Debian's PostgreSQL
+# server, which scripts/postgres.sh starts for Dagster on PostgreSQL and its tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${1:-}" = "--with-browser" ]; then
-  if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
-  fi
+WANT=()
+for arg in "$@"; do
+  case "$arg" in
+    --with-browser)   # Debian's Chromium + chromedriver (the page's browser tests)
+      command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || WANT+=(chromium chromium-driver) ;;
+    --with-postgres)  # Debian's PostgreSQL server (scripts/postgres.sh; Dagster on PostgreSQL and its tests)
+      ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || WANT+=(postgresql) ;;
+    *) echo "setup.sh: unknown option $arg (--with-browser, --with-postgres)" >&2; exit 2 ;;
+  esac
+done
+if [ ${#WANT[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${WANT[@]}" >/dev/null
 fi
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
@@ -21,7 +30,7 @@ fi
 if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
   .venv/bin/python -m pip install --quiet "torch==2.13.0"
 fi
-.venv/bin/python -m pip install --quiet -e ".[dev,gated,dspy,local,summarization]" "transformers==5.20.2"
+.venv/bin/python -m pip install --quiet -e ".[dev,gated,dspy,local,summarization,postgres]" "transformers==5.20.2"
 # A test reference, never imported by the project: HELM 0.5.16's wheel, whose own SummaC code the
 # SummaC parity test runs beside ours (tests/helm_reference.py).
 if ! ls .cache/reference/crfm_helm-0.5.16-*.whl >/dev/null 2>&1; then
