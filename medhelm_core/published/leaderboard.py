@@ -160,6 +160,28 @@ def _record_release_prices(conn: duckdb.DuckDBPyConnection, main_db: str) -> Non
     record_prices(conn, {d: settings.for_deployment(d) for d in sorted(deployments - known)})
 
 
+def _analytics_inputs(conn: duckdb.DuckDBPyConnection, main_db: str, suites: list[str]) -> None:
+    """The analytics models' inputs in the scratch database: the store's settings and prices, the
+    refusal patterns and human ratings, and the imported per-instance stats (unperturbed instances),
+    completions and annotations as views onto the store (read as needed, never copied)."""
+    conn.execute(f'INSERT INTO analytics_settings SELECT * FROM "{main_db}".main.analytics_settings')
+    _record_release_prices(conn, main_db)
+    write_refusal_patterns(conn)
+    write_human_ratings(conn)
+    in_suites = "(" + ", ".join(sql_str(x) for x in suites) + ")"
+    src = f'"{main_db}".main'
+    for view, sql in (
+            ("instance_annotations", "SELECT suite, run_name, instance_id, annotator, annotation "
+                                     "FROM {src}.published_annotations WHERE"),
+            ("instance_completions", "SELECT suite, run_name, instance_id, train_trial_index, completion "
+                                     "FROM {src}.published_completions WHERE"),
+            ("instance_stats", "SELECT suite, run_name, instance_id, train_trial_index, ordinal, name, split, "
+                               "sub_split, perturbation, count, sum, sum_squared, min, max, mean, variance, stddev "
+                               "FROM {src}.published_instance_stats WHERE instance_perturbation IS NULL AND")):
+        conn.execute(f"DROP TABLE IF EXISTS {view}")
+        conn.execute(f"CREATE VIEW {view} AS {sql.format(src=src)} suite IN {in_suites}")
+
+
 def rebuild_target(conn: duckdb.DuckDBPyConnection, target: str, output_dir: Optional[str] = None,
                    date: Optional[str] = None) -> RebuildResult:
     """Summarize an imported target with our SQL models in a scratch database (the store's working
@@ -184,26 +206,7 @@ def rebuild_target(conn: duckdb.DuckDBPyConnection, target: str, output_dir: Opt
                      [list(local_suites)])
         conn.execute(f'INSERT INTO run_stats SELECT * FROM "{main_db}".main.run_stats WHERE suite IN {suites_sql}',
                      [list(local_suites)])
-        # the analytics' bootstrap: the store's settings and the imported per-instance stats (unperturbed instances)
-        conn.execute(f'INSERT INTO analytics_settings SELECT * FROM "{main_db}".main.analytics_settings')
-        _record_release_prices(conn, main_db)
-        write_refusal_patterns(conn)
-        write_human_ratings(conn)
-        # the imported per-instance stats, completions and annotations as views onto the store: the
-        # analytics read what they need of them, nothing is copied into the scratch database
-        in_suites = "(" + ", ".join(sql_str(x) for x in local_suites) + ")"
-        src = f'"{main_db}".main'
-        for view, sql in (
-                ("instance_annotations", "SELECT suite, run_name, instance_id, annotator, annotation "
-                                         "FROM {src}.published_annotations"),
-                ("instance_completions", "SELECT suite, run_name, instance_id, train_trial_index, completion "
-                                         "FROM {src}.published_completions"),
-                ("instance_stats", "SELECT suite, run_name, instance_id, train_trial_index, ordinal, name, split, "
-                                   "sub_split, perturbation, count, sum, sum_squared, min, max, mean, variance, stddev "
-                                   "FROM {src}.published_instance_stats WHERE instance_perturbation IS NULL")):
-            conn.execute(f"DROP TABLE IF EXISTS {view}")
-            where = " AND " if " WHERE " in sql else " WHERE "
-            conn.execute(f"CREATE VIEW {view} AS {sql.format(src=src)}{where}suite IN {in_suites}")
+        _analytics_inputs(conn, main_db, list(local_suites))
         if mode == "release":
             summarize_target = set_summarize_target(conn, release=target, suites=list(local_suites))
         else:
