@@ -14,11 +14,14 @@ folder (process start included), measured with wait4 (wall time, peak RSS):
   + completions      + scenario_state.json (--with-completions)
   re-run             same output folder again: nothing fetched, rebuild + compare only
 
-helm-summarize on the same files, on this hardware (issue 4): 413-433 s and 1.7 GB peak (it parses
-every scenario_state.json to write display files); 18-20 s and 0.87 GB with
---skip-completed-run-display-json (~10 s of it start-up).
+helm-summarize on the same files: with HELM_VENV naming a crfm-helm 0.5.16 install
+(../shared/tools/install_helm_venv.sh helm), it runs in the same session, twice in one folder whose run
+directories link to the data's files (its display files land there, the data stays as it was): full,
+writing every run's display files, then with --skip-completed-run-display-json once they are there
+(tables only); each row's ratio is against it. Without HELM_VENV the ratios use figures of an earlier session on
+this hardware (413-433 s and 1.7 GB full; 18-20 s and 0.87 GB without display files), marked so.
 
-    .venv/bin/python bench/bench_rebuild.py [--scale 13,1000] [--data-dir /tmp/medhelm-bench-rebuild] [--no-completions]
+    [HELM_VENV=~/helm-venv] .venv/bin/python bench/bench_rebuild.py [--scale 13,1000] [--data-dir DIR] [--no-completions]
 """
 from __future__ import annotations
 
@@ -83,6 +86,39 @@ def run_one(args: list[str]) -> tuple[float, float, str]:
         return wall, usage.ru_maxrss / 1e6, out.read()
 
 
+def helm_summarize(helm_venv: Path, data_dir: Path, suite: str) -> tuple[tuple[float, float], tuple[float, float]]:
+    """HELM's own helm-summarize on the suite, twice in one scratch output folder whose run directories
+    hold links to the data's files: full (it writes every run's display files), then again with
+    --skip-completed-run-display-json (the display files are there: tables only). Returns
+    ((wall s, peak GB) full, (wall s, peak GB) tables only)."""
+    out = Path(tempfile.mkdtemp(prefix="medhelm-bench-helm-"))
+    try:
+        src = data_dir / "runs" / suite
+        for run in src.iterdir():
+            if run.is_dir() and run.name not in ("groups", "eval_cache"):
+                (out / "runs" / suite / run.name).mkdir(parents=True)
+                for f in run.iterdir():
+                    if f.is_file():
+                        (out / "runs" / suite / run.name / f.name).symlink_to(f)
+        cmd = [str(helm_venv / "bin" / "helm-summarize"), "--suite", suite, "-o", str(out),
+               "--schema-path", str(SHARED / "helm" / "schema_medhelm.yaml")]
+        return _timed(cmd), _timed(cmd + ["--skip-completed-run-display-json"])
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _timed(cmd: list[str]) -> tuple[float, float]:
+    with tempfile.TemporaryFile("w+") as log:
+        start = time.time()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=log, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.time() - start
+        if os.waitstatus_to_exitcode(status) != 0:
+            log.seek(0)
+            sys.exit(f"bench_rebuild: {' '.join(cmd)} failed:\n{log.read()[-3000:]}")
+    return wall, usage.ru_maxrss / 1e6
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", default="13,1000", help="models,instances (default 13,1000: 182 runs)")
@@ -97,12 +133,18 @@ def main() -> None:
     print(f"suite {suite}: {sum(1 for p in (data / 'runs' / suite).iterdir() if p.is_dir() and p.name != 'groups')} "
           f"runs, {size:.2f} GB of JSON; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     rows = []
+    helm_full, helm_tables, measured = HELM_FULL, HELM_TABLES, False
+    helm_venv = os.environ.get("HELM_VENV")
+    if helm_venv:
+        print("helm-summarize on the same files (full, then --skip-completed-run-display-json) ...", file=sys.stderr)
+        (full_s, full_gb), (tables_s, tables_gb) = helm_summarize(Path(helm_venv), data, suite)
+        helm_full, helm_tables, measured = (full_s, full_s, full_gb), (tables_s, tables_s, tables_gb), True
     work = Path(tempfile.mkdtemp(prefix="medhelm-bench-out-"))
     try:
-        plans = [("tables only", ["--no-per-instance"], HELM_TABLES),
-                 ("+ per-instance stats", [], HELM_FULL)]
+        plans = [("tables only", ["--no-per-instance"], helm_tables),
+                 ("+ per-instance stats", [], helm_full)]
         if not a.no_completions:
-            plans.append(("+ completions", ["--with-completions"], HELM_FULL))
+            plans.append(("+ completions", ["--with-completions"], helm_full))
         last = None
         for label, extra, helm in plans:
             out = work / label.replace(" ", "_").replace("+", "p")
@@ -111,12 +153,15 @@ def main() -> None:
             last = out
         wall, peak, stdout = run_one(["--source", str(data), "--suite", suite, "-o", str(last), "--with-completions"
                                       if not a.no_completions else "--no-per-instance"])
-        rows.append(("re-run (nothing fetched)", wall, peak, HELM_TABLES, stdout.strip().splitlines()[-1]))
+        rows.append(("re-run (nothing fetched)", wall, peak, helm_tables, stdout.strip().splitlines()[-1]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\n{'rebuild':<26}{'wall s':>8}{'peak GB':>9}   {'helm-summarize':<22}{'speed-up':>9}{'memory':>8}")
+    source = "measured in this run" if measured else "an earlier session's figures (set HELM_VENV to measure)"
+    print(f"\nhelm-summarize: {source}")
+    print(f"{'rebuild':<26}{'wall s':>8}{'peak GB':>9}   {'helm-summarize':<22}{'speed-up':>9}{'memory':>8}")
     for label, wall, peak, (lo, hi, gb), _ in rows:
-        print(f"{label:<26}{wall:>8.1f}{peak:>9.2f}   {f'{lo}-{hi} s, {gb} GB':<22}{lo / wall:>8.1f}x{peak / gb:>7.0%}")
+        helm = f"{lo:.0f} s, {gb:.2f} GB" if lo == hi else f"{lo}-{hi} s, {gb} GB"
+        print(f"{label:<26}{wall:>8.1f}{peak:>9.2f}   {helm:<22}{lo / wall:>8.1f}x{peak / gb:>7.0%}")
     print("\ncomparison (each row):")
     for label, *_, line in rows:
         print(f"  {label}: {line}")
