@@ -21,6 +21,17 @@ class LocalModelUnavailable(MedhelmError):
     """A Hugging Face tokenizer or model that cannot be loaded here (package, files or network)."""
 
 
+def torch_device_name() -> str:
+    """HELM's `get_torch_device_name()` on this machine: "cuda" when torch sees a GPU, else "cpu" (also
+    without torch: nothing could run on a GPU here). Where HELM's metrics run, and what its run specs
+    record as SummarizationMetric's device."""
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def transformers_module():
     try:
         import transformers

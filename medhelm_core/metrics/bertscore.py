@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from medhelm_core.hf_hub import first_line, hub_cache_dir
+from medhelm_core.hf_hub import first_line, hub_cache_dir, torch_device_name
 from medhelm_core.metrics.base import MetricError
 
 SUMMARIZATION_EXTRA = 'pip install "medhelm-build[summarization]"'
@@ -27,12 +27,6 @@ class BERTScoreUnavailable(MetricError):
     """The package or the model weights BERTScore needs are not on this machine."""
 
 
-def torch_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 @lru_cache(maxsize=4)
 def bert_scorer(model: str, lang: str, rescale_with_baseline: bool):
     try:
@@ -41,7 +35,7 @@ def bert_scorer(model: str, lang: str, rescale_with_baseline: bool):
         raise BERTScoreUnavailable(f"BERTScore needs the package bert-score ({SUMMARIZATION_EXTRA})") from None
     try:
         return BERTScorer(model_type=model, lang=lang, rescale_with_baseline=rescale_with_baseline,
-                          device=torch_device())
+                          device=torch_device_name())
     except OSError as e:
         raise BERTScoreUnavailable(f"BERTScore model {model!r} could not be loaded from the Hugging Face cache "
                                    f"({hub_cache_dir()}) or downloaded: {first_line(e)}") from None

@@ -24,9 +24,9 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from medhelm_core.hf_hub import LocalModelUnavailable, from_pretrained
+from medhelm_core.hf_hub import LocalModelUnavailable, from_pretrained, torch_device_name
 from medhelm_core.metrics.base import MetricError
-from medhelm_core.metrics.bertscore import SUMMARIZATION_EXTRA, torch_device
+from medhelm_core.metrics.bertscore import SUMMARIZATION_EXTRA
 
 # HELM's choice among SummaC's NLI models ("vitc") and that model's label order.
 MODEL_CARD = "tals/albert-xlarge-vitaminc-mnli"
@@ -68,7 +68,7 @@ def summac_scorer(new_line_split: bool, model_card: str = MODEL_CARD) -> "SummaC
         model = from_pretrained(transformers.AutoModelForSequenceClassification.from_pretrained, model_card, what)
     except LocalModelUnavailable as e:
         raise SummaCUnavailable(str(e)) from None
-    device = torch_device()
+    device = torch_device_name()
     return SummaCZS(tokenizer, model.eval().to(device).half(), device, new_line_split)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import metric_spec
+from medhelm_core.hf_hub import torch_device_name
 from medhelm_core.resources import METRIC_BUNDLES_PATH
 from medhelm_core.yamlio import safe_load
 
@@ -65,16 +66,6 @@ def summarization_metric_args(task: Any, device: str = TORCH_DEVICE) -> dict[str
     }
 
 
-def machine_torch_device() -> str:
-    """What HELM's `get_torch_device_name()` gives on this machine: "cuda" when torch sees a GPU,
-    else "cpu" (also when torch is not installed: then nothing could run on a GPU here)."""
-    try:
-        import torch
-    except ImportError:
-        return "cpu"
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def with_metric_device(spec: dict[str, Any], device: str) -> dict[str, Any]:
     """`spec` with every SummarizationMetric's `device` set as `device` says ("auto": as HELM would
     write it on this machine). The run's name does not change: HELM's names never carry the device."""
@@ -83,7 +74,7 @@ def with_metric_device(spec: dict[str, Any], device: str) -> dict[str, Any]:
     cls = _cls("summarization")
     if not any(m.get("class_name") == cls for m in spec.get("metric_specs", [])):
         return spec
-    value = machine_torch_device() if device == "auto" else device
+    value = torch_device_name() if device == "auto" else device
     out = copy.deepcopy(spec)
     for m in out["metric_specs"]:
         if m.get("class_name") == cls and "device" in m.get("args", {}):

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from medhelm_core.errors import MedhelmError
+from medhelm_core.hf_hub import torch_device_name
 from medhelm_core.runspecs.metric_bundles import (
     basic_metric_specs,
-    machine_torch_device,
     summarization_metric_args,
     summarization_metric_specs,
     with_metric_device,
@@ -42,8 +42,8 @@ def test_the_device_is_written_as_asked_and_auto_is_helms_rule_here():
     assert _devices(with_metric_device(spec, "cuda")) == ["cuda"]
     assert _devices(with_metric_device(spec, "cpu")) == ["cpu"]
     torch = pytest.importorskip("torch")
-    assert machine_torch_device() == ("cuda" if torch.cuda.is_available() else "cpu")
-    assert _devices(with_metric_device(spec, "auto")) == [machine_torch_device()]
+    assert torch_device_name() == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert _devices(with_metric_device(spec, "auto")) == [torch_device_name()]
     assert _devices(spec) == ["cpu"]  # the spec given is left as it was
     plain = _spec(basic_metric_specs([]))
     assert with_metric_device(plain, "cuda") == plain  # no SummarizationMetric: nothing to write
