@@ -199,6 +199,11 @@ class Store:
             yield conn
 
 
+def sql_str(s: str) -> str:
+    """`s` as a SQL string literal (where DuckDB takes no parameter: ATTACH, COPY ... TO, a view's text)."""
+    return "'" + s.replace("'", "''") + "'"
+
+
 @contextmanager
 def in_transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
     """Commit what the block wrote, or roll all of it back: nothing half-written."""

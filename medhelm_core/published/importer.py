@@ -32,9 +32,9 @@ from typing import Callable, Iterable, Optional
 import duckdb
 
 from medhelm_core.errors import MedhelmError
-from medhelm_core.store import Store, in_transaction
+from medhelm_core.store import Store, in_transaction, sql_str
 
-from .rows import insert_json_rows, sql_str
+from .rows import insert_json_rows
 from .source import ObjectInfo, Source, decode_bytes, is_gzip
 from .leaderboard import store_published_cells
 from .tables import STAT_STRUCT, ensure_published_tables

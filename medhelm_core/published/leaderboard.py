@@ -26,7 +26,7 @@ import duckdb
 from medhelm_core.costs import record_prices
 from medhelm_core.errors import MedhelmError
 from medhelm_core.ratelimit import SettingsRegistry
-from medhelm_core.store import Store, in_transaction
+from medhelm_core.store import Store, in_transaction, sql_str
 
 from medhelm_core.model_metadata import (DEFAULT_MODEL_METADATA_PATH, ModelRegistry, load_model_registry,
                                          model_metadata_to_tables)
@@ -38,7 +38,7 @@ from medhelm_core.summarize.sql_models import load_sql_models, run_sql_models
 from medhelm_core.summarize.tables import ensure_input_tables, set_summarize_target
 from medhelm_core.summarize.write import build_group_tables, write_summarize_outputs
 
-from .rows import insert_json_rows, sql_str
+from .rows import insert_json_rows
 from .tables import ensure_published_tables
 
 TOL = 1e-9

@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from medhelm_core.jury.metric import LLMJuryMetric
+from medhelm_core.metrics.base import HELM_METRIC_ATTRIBUTE
 from medhelm_core.yamlio import safe_load
 
 HISTORY_PATH = Path(__file__).with_name("metric_history.yaml")
-LLM_JURY_METRIC = "helm.benchmark.metrics.llm_jury_metrics.LLMJuryMetric"
+# the HELM class our LLMJuryMetric implements: what a retired class's spec becomes
+LLM_JURY_METRIC = getattr(LLMJuryMetric, HELM_METRIC_ATTRIBUTE)[0]
 RETIRED_MARK = "retired_class"  # on a metric spec that stands for a retired HELM class
 
 
@@ -72,9 +75,9 @@ def metric_changes() -> tuple[MetricChange, ...]:
     doc = _history()
     out = []
     for c in doc.get("changes", []):
-        released = c["released"] if isinstance(c["released"], dt.date) else dt.date.fromisoformat(str(c["released"]))
         out.append(MetricChange(stats=tuple(c.get("stats") or ()), classes=tuple(c.get("classes") or ()),
-                                version=str(c["version"]), released=released, commit=str(c["commit"]), what=c["what"],
+                                version=str(c["version"]), released=_as_date(c["released"]), commit=str(c["commit"]),
+                                what=c["what"],
                                 when=c.get("when"), stats_arg=c.get("stats_arg"),
                                 retired_only=bool(c.get("retired_only"))))
     return tuple(out)

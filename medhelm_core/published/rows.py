@@ -12,9 +12,7 @@ from typing import Any, Iterable, Optional
 
 import duckdb
 
-
-def sql_str(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
+from medhelm_core.store import sql_str
 
 
 def _type_of(values: Iterable[Any]) -> str:

@@ -27,8 +27,9 @@ import filelock
 
 from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH, load_model_registry, model_metadata_to_tables
 from medhelm_core.published.leaderboard import registry_from_schema
-from medhelm_core.store import DB_FILENAME
+from medhelm_core.store import DB_FILENAME, sql_str
 from medhelm_core.summarize.analytics import analytics_models
+from medhelm_core.summarize.kept import KEPT_SCHEMA
 from medhelm_core.summarize.schema import DEFAULT_SCHEMA_PATH, fix_up_schema, load_schema, normalize_schema, schema_to_tables
 from medhelm_core.summarize.sql_models import SQL_DIR, load_sql_models, run_sql_models
 from medhelm_core.summarize.write import build_group_tables
@@ -94,10 +95,6 @@ def _columns(conn: duckdb.DuckDBPyConnection, table: str, catalog: Optional[str]
     else:
         sql += " AND database_name = current_database()"
     return {r[0]: r[1] for r in conn.execute(sql, params).fetchall()}
-
-
-def _quote_literal(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
 
 
 @dataclass
@@ -272,7 +269,7 @@ class Reader:
         rebuild does."""
         mem = duckdb.connect()
         try:
-            mem.execute(f"ATTACH {_quote_literal(str(self.db_path))} AS src (READ_ONLY)")
+            mem.execute(f"ATTACH {sql_str(str(self.db_path))} AS src (READ_ONLY)")
             src_tables = _tables(mem, "src")
             summarized = "schema_run_groups" in src_tables and mem.execute(
                 "SELECT count(*) FROM src.main.schema_run_groups WHERE target = ?", [target.name]).fetchone()[0] > 0
@@ -494,11 +491,11 @@ def _annotate_comparison(tables: dict[str, list[dict]], comparison: dict) -> Non
 
 def _kept(conn, catalog: Optional[str], table: str) -> Optional[str]:
     """The qualified name of an analytics table kept for every target (schema `leaderboard`), if any."""
-    found = conn.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'leaderboard' "
-                         "AND table_name = ? AND (? IS NULL OR table_catalog = ?)", [table, catalog, catalog]).fetchone()[0]
+    found = conn.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?"
+                         " AND (? IS NULL OR table_catalog = ?)", [KEPT_SCHEMA, table, catalog, catalog]).fetchone()[0]
     if not found:
         return None
-    return f'{catalog}.leaderboard."{table}"' if catalog else f'leaderboard."{table}"'
+    return f'{catalog}.{KEPT_SCHEMA}."{table}"' if catalog else f'{KEPT_SCHEMA}."{table}"'
 
 
 def _cell_intervals(conn, catalog, target: Target) -> dict[tuple, dict]:

@@ -9,6 +9,8 @@ import os
 
 import duckdb
 
+from medhelm_core.store import sql_str
+
 from .sql_models import sql_model_files
 
 ANALYTICS_LAYER = "analytics"
@@ -27,7 +29,7 @@ def write_analytics(conn: duckdb.DuckDBPyConnection, base: str) -> list[str]:
     written = []
     for name in analytics_models():
         path = os.path.join(folder, f"{name}.csv")
-        conn.execute(f"COPY (SELECT * FROM {name}) TO '{_sql_path(path)}' (HEADER, DELIMITER ',')")
+        conn.execute(f"COPY (SELECT * FROM {name}) TO {sql_str(path)} (HEADER, DELIMITER ',')")
         written.append(path)
     path = os.path.join(folder, "model_summary.tex")
     with open(path, "w", encoding="utf-8") as f:
@@ -57,7 +59,3 @@ _LATEX_ESCAPES = {"\\": "\\textbackslash{}", "&": "\\&", "%": "\\%", "$": "\\$",
 
 def _latex_text(text: str) -> str:
     return "".join(_LATEX_ESCAPES.get(c, c) for c in text)
-
-
-def _sql_path(path: str) -> str:
-    return path.replace("'", "''")
