@@ -130,7 +130,7 @@ def main() -> None:
     suite = prepare(data, models, instances)
     files = [p for p in (data / "runs" / suite).rglob("*.json")]
     size = sum(p.stat().st_size for p in files) / 1e9
-    print(f"suite {suite}: {sum(1 for p in (data / 'runs' / suite).iterdir() if p.is_dir() and p.name != 'groups')} "
+    print(f"suite {suite}: {sum(1 for p in (data / 'runs' / suite).iterdir() if (p / 'run_spec.json').exists())} "
           f"runs, {size:.2f} GB of JSON; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     rows = []
     helm_full, helm_tables, measured = HELM_FULL, HELM_TABLES, False

@@ -286,6 +286,8 @@ class Importer:
             self.progress(f"{len(todo)} of {len(wanted)} objects to fetch "
                           f"({sum(p.obj.size for p in todo) / 1e6:.1f} MB)")
         self._fetch_and_ingest(todo, report)
+        with self.store.connect() as conn:
+            fill_annotation_entries(conn)   # (a store imported by an earlier version)
         with self.store.transaction() as conn:
             report.runs = self._finalize(conn, listing, report)
             report.problems = self._problems(conn, listing)
@@ -581,7 +583,12 @@ class Importer:
                 paths = [f.path for f in group]
                 try:
                     check = CHECK_SQL.get(kind)
-                    if check:   # read once into a scratch table, check it, then insert from it
+                    if kind == "scenario_state":   # the batch's rows once: for the table and their annotation entries
+                        conn.execute(f"CREATE OR REPLACE TEMP TABLE _states AS {_state_rows_sql(paths, gz)}")
+                        conn.execute("INSERT INTO published_request_states SELECT * FROM _states")
+                        conn.execute(ANNOTATION_ENTRIES_SQL.format(states="_states"))
+                        conn.execute("DROP TABLE _states")
+                    elif check:   # read once into a scratch table, check it, then insert from it
                         conn.execute(f"CREATE OR REPLACE TEMP TABLE _parsed AS {_select_sql(kind, paths, gz)}")
                         wrong = conn.execute(check.format(src="SELECT * FROM _parsed")).fetchall()
                         if wrong:
@@ -618,12 +625,27 @@ class Importer:
         return out
 
 
+def fill_annotation_entries(conn) -> int:
+    """Take the annotation entries out of request states imported before published_annotation_entries
+    existed (a store of an earlier version), one run per transaction; return the runs filled.  A
+    no-op once the table has rows: every import fills it with the request states it ingests."""
+    if conn.execute("SELECT count(*) FROM (SELECT 1 FROM published_annotation_entries LIMIT 1)").fetchone()[0]:
+        return 0
+    runs = conn.execute("SELECT DISTINCT suite, run_name FROM published_request_states "
+                        "WHERE annotations IS NOT NULL ORDER BY ALL").fetchall()
+    for suite, run_name in runs:
+        with in_transaction(conn):
+            conn.execute(ANNOTATION_ENTRIES_SQL.format(
+                states="(SELECT * FROM published_request_states WHERE suite = ? AND run_name = ?)"), [suite, run_name])
+    return len(runs)
+
+
 # ----------------------------------------------------------------------------------------------
 TABLES_OF_KIND = {
     "run_spec": ["published_runs"],
     "stats": ["published_run_stats"],
     "per_instance_stats": ["published_instance_entries"],
-    "scenario_state": ["published_request_states"],
+    "scenario_state": ["published_request_states", "published_annotation_entries"],
 }
 DOC_KINDS = {"summary", "schema", "groups", "runs_to_run_suites", "group_table"}
 RUN_FILE_NAME = {v: k for k, v in RUN_FILES.items()}
@@ -714,9 +736,29 @@ def _insert_sql(kind: str, paths: list[str], gz: bool, source: Optional[str] = N
                    SELECT fl.suite, fl.run_name, CAST(u.entry_pos AS INTEGER), u.instance_id, u.train_trial_index,
                           u.ipert, u.stats
                    FROM ({sel}) u JOIN _files fl ON fl.path = u.filename"""
-    return f"""INSERT INTO published_request_states
-               SELECT fl.suite, fl.run_name, CAST(u.position AS INTEGER), {", ".join(f"u.rs.{c}" for c in STATE_FIELDS)}
-               FROM ({sel}) u JOIN _files fl ON fl.path = u.filename"""
+    return f"INSERT INTO published_request_states {_state_rows_sql(paths, gz)}"
+
+
+def _state_rows_sql(paths: list[str], gz: bool) -> str:
+    """published_request_states' rows of scenario_state.json files."""
+    return f"""SELECT fl.suite, fl.run_name, CAST(u.position AS INTEGER) AS position,
+                      {", ".join(f"u.rs.{c} AS {c}" for c in STATE_FIELDS)}
+               FROM ({_select_sql("scenario_state", paths, gz)}) u JOIN _files fl ON fl.path = u.filename"""
+
+
+# The entries of request states' annotations but the judge prompts (published_annotation_entries),
+# taken out once at import so that the analytics never parse the prompts again: each annotations
+# object parsed once as a map of maps (an annotator whose annotation is not an object has no
+# entries; HELM's None is NULL).  Taken per batch: over a whole suite, this two-level unnest beside
+# the prompts' long strings needs more memory than the import allows (DuckDB 2.0).
+ANNOTATION_ENTRIES_SQL = """
+    INSERT INTO published_annotation_entries
+    SELECT suite, run_name, position, instance_id, a.key, e.key, e.value
+    FROM (SELECT suite, run_name, position, instance_id, a, unnest(map_entries(a.value)) AS e
+          FROM (SELECT r.suite, r.run_name, r.position, r.instance ->> 'id' AS instance_id,
+                       unnest(map_entries(TRY_CAST(r.annotations AS MAP(VARCHAR, MAP(VARCHAR, JSON))))) AS a
+                FROM {states} r))
+    WHERE e.key <> 'prompt_text'"""
 
 
 STATE_FIELDS = [part.strip().split(" ")[0] for part in REQUEST_STATE_STRUCT[len("STRUCT("):-1].split(",")]

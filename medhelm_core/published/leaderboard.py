@@ -163,7 +163,7 @@ def _record_release_prices(conn: duckdb.DuckDBPyConnection, main_db: str) -> Non
 def _analytics_inputs(conn: duckdb.DuckDBPyConnection, main_db: str, suites: list[str]) -> None:
     """The analytics models' inputs in the scratch database: the store's settings and prices, the
     refusal patterns and human ratings, and the imported per-instance stats (unperturbed instances),
-    completions and annotations as views onto the store (read as needed, never copied)."""
+    completions and annotation entries as views onto the store (read as needed, never copied)."""
     conn.execute(f'INSERT INTO analytics_settings SELECT * FROM "{main_db}".main.analytics_settings')
     _record_release_prices(conn, main_db)
     write_refusal_patterns(conn)
@@ -171,8 +171,8 @@ def _analytics_inputs(conn: duckdb.DuckDBPyConnection, main_db: str, suites: lis
     in_suites = "(" + ", ".join(sql_str(x) for x in suites) + ")"
     src = f'"{main_db}".main'
     for view, sql in (
-            ("instance_annotations", "SELECT suite, run_name, instance_id, annotator, annotation "
-                                     "FROM {src}.published_annotations WHERE"),
+            ("instance_annotation_entries", "SELECT suite, run_name, instance_id, annotator, entry, value "
+                                            "FROM {src}.published_annotation_entries WHERE"),
             ("instance_completions", "SELECT suite, run_name, instance_id, train_trial_index, completion "
                                      "FROM {src}.published_completions WHERE"),
             ("instance_stats", "SELECT suite, run_name, instance_id, train_trial_index, ordinal, name, split, "

@@ -247,6 +247,36 @@ def test_rescore_published_completions_offline(gcs, tmp_path):
     assert runs == 12 and n > 10000 and equal == n
     assert query(tmp_path, "SELECT count(*) FROM published_annotations")[0][0] > 0
     assert query(tmp_path, "SELECT count(*) FROM published_completions WHERE completion IS NULL")[0][0] == 0
+    # the annotation entries taken out at import: every entry of HELM's annotations but the judge prompt
+    expected = _annotation_entries(query(tmp_path, "SELECT DISTINCT suite, run_name FROM published_request_states"))
+    entries_sql = "SELECT suite, run_name, position, instance_id, annotator, entry, value FROM published_annotation_entries"
+    got = {(*r[:6], _canonical(r[6])) for r in query(tmp_path, entries_sql)}
+    assert len(expected) >= 100 and got == expected
+    # a store imported before the entries existed gets them on its next import (nothing fetched)
+    with duckdb.connect(str(tmp_path / "medhelm.duckdb")) as conn:
+        conn.execute("DELETE FROM published_annotation_entries")
+    r = run_cli("--source", gcs.uri(SYN_PREFIX), "--release", "oracle", "--with-completions", "-o", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert {(*r[:6], _canonical(r[6])) for r in query(tmp_path, entries_sql)} == expected
+
+
+def _canonical(value):
+    return None if value is None else json.dumps(json.loads(value), sort_keys=True)
+
+
+def _annotation_entries(runs) -> set:
+    """(suite, run, position, instance id, annotator, entry, value) of the golden scenario_state.json files."""
+    out = set()
+    for suite, run_name in runs:
+        states = json.loads((SYNTHETIC / "benchmark_output" / "runs" / suite / run_name / "scenario_state.json")
+                            .read_text())["request_states"]
+        for pos, st in enumerate(states):
+            for annotator, annotation in (st.get("annotations") or {}).items():
+                if isinstance(annotation, dict):
+                    out |= {(suite, run_name, pos, st["instance"]["id"], annotator, k,
+                             None if v is None else json.dumps(v, sort_keys=True))
+                            for k, v in annotation.items() if k != "prompt_text"}
+    return out
 
 
 def test_own_suite_and_published_release_in_one_leaderboard(tmp_path):

@@ -284,3 +284,20 @@ def test_a_bad_human_ratings_file_is_one_line_naming_file_and_line(tmp_path):
     bad.write_text("instance_id,rating\nid1,4\n")
     with pytest.raises(MedhelmError, match=f"{bad}:1: .*missing criterion"):
         read_human_ratings(bad)
+
+
+def test_the_pipelines_annotation_entries_leave_the_judge_prompt_out(tmp_path):
+    """judge_scores' input over our own runs' annotations: one row per annotator and entry, the judge
+    prompt left out, HELM's None as NULL, an annotation that is not an object without rows."""
+    from medhelm_core.store import Store
+
+    with Store(tmp_path / "medhelm.duckdb").connect() as conn:
+        conn.execute("INSERT INTO annotations (suite, run_name, position, instance_id, annotator, annotation) VALUES "
+                     "('s', 'r', 0, 'i1', 'medication_qa', ?), ('s', 'r', 1, 'i2', 'other', '[1, 2]')",
+                     [json.dumps({"prompt_text": "You are a judge ...", "gpt": {"accuracy": {"score": 4}},
+                                  "llama": None})])
+        rows = conn.execute("SELECT suite, run_name, instance_id, annotator, entry, value "
+                            "FROM instance_annotation_entries ORDER BY entry").fetchall()
+    assert [(*r[:5], json.loads(r[5]) if r[5] is not None else None) for r in rows] == [
+        ("s", "r", "i1", "medication_qa", "gpt", {"accuracy": {"score": 4}}),
+        ("s", "r", "i1", "medication_qa", "llama", None)]

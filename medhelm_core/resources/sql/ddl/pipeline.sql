@@ -71,7 +71,11 @@ CREATE OR REPLACE VIEW instance_completions AS
            c.result -> '$.completions[0]' ->> 'text' AS completion
     FROM requests r LEFT JOIN completions c USING (request_key);
 
--- HELM's annotation of each request state (analytics' judge agreement); the published rebuild
--- gives the same columns from the imported scenario_state.json.
-CREATE OR REPLACE VIEW instance_annotations AS
-    SELECT suite, run_name, instance_id, annotator, annotation FROM annotations;
+-- The entries of HELM's annotation of each request state but its judge prompt (analytics' judge
+-- scores); the published rebuild gives the same columns from the imported scenario_state.json.
+CREATE OR REPLACE VIEW instance_annotation_entries AS
+    SELECT suite, run_name, instance_id, annotator, e.key AS entry, e.value AS value
+    FROM (SELECT suite, run_name, instance_id, annotator,
+                 unnest(map_entries(TRY_CAST(annotation AS MAP(VARCHAR, JSON)))) AS e
+          FROM annotations)
+    WHERE e.key <> 'prompt_text';

@@ -47,10 +47,14 @@ CREATE VIEW IF NOT EXISTS published_instance_stats AS
 
 -- scenario_state.json: one row per request state, as published (completions and judge annotations
 -- inside); the views published_completions and published_annotations take them apart.
+-- The long JSON columns are stored with ZSTD: DuckDB's default analysis tries FSST and dictionary
+-- compression on every segment first, which took half the ingest time of a full-size suite.
 CREATE TABLE IF NOT EXISTS published_request_states (
-        suite VARCHAR, run_name VARCHAR, position INTEGER, instance JSON, reference_index INTEGER,
-        request_mode VARCHAR, train_trial_index INTEGER, output_mapping JSON, request JSON, result JSON,
-        num_train_instances INTEGER, prompt_truncated BOOLEAN, num_conditioning_tokens INTEGER, annotations JSON);
+        suite VARCHAR, run_name VARCHAR, position INTEGER, instance JSON USING COMPRESSION zstd, reference_index INTEGER,
+        request_mode VARCHAR, train_trial_index INTEGER, output_mapping JSON USING COMPRESSION zstd,
+        request JSON USING COMPRESSION zstd, result JSON USING COMPRESSION zstd,
+        num_train_instances INTEGER, prompt_truncated BOOLEAN, num_conditioning_tokens INTEGER,
+        annotations JSON USING COMPRESSION zstd);
 
 CREATE VIEW IF NOT EXISTS published_completions AS
         SELECT suite, run_name, position, instance ->> 'id' AS instance_id, instance ->> 'split' AS split,
@@ -60,11 +64,21 @@ CREATE VIEW IF NOT EXISTS published_completions AS
                num_train_instances, prompt_truncated, num_conditioning_tokens
         FROM published_request_states;
 
-CREATE VIEW IF NOT EXISTS published_annotations AS
-        SELECT suite, run_name, position, instance_id, annotator, annotations -> ('$."' || annotator || '"') AS annotation
-        FROM (SELECT suite, run_name, position, instance ->> 'id' AS instance_id, annotations,
-                     unnest(json_keys(annotations)) AS annotator
-              FROM published_request_states WHERE json_type(annotations) = 'OBJECT');
+-- (annotations parsed once, as a map of annotator to annotation; HELM's None is NULL)
+CREATE OR REPLACE VIEW published_annotations AS
+        SELECT suite, run_name, position, instance_id, a.key AS annotator, a.value AS annotation
+        FROM (SELECT suite, run_name, position, instance ->> 'id' AS instance_id,
+                     unnest(map_entries(TRY_CAST(annotations AS MAP(VARCHAR, JSON)))) AS a
+              FROM published_request_states);   -- (not an object: no map, no rows; a WHERE on
+                                                  -- json_type here made DuckDB 2.0 hold every row in memory)
+
+-- Every entry of every annotation of scenario_state.json but the judge prompt (prompt_text): the
+-- jury's verdicts, taken out once at import (the importer's ANNOTATION_ENTRIES_SQL) so that the
+-- analytics never parse the annotations' prompts again; one row per request state, annotator and
+-- entry; HELM's None is NULL.
+CREATE TABLE IF NOT EXISTS published_annotation_entries (
+        suite VARCHAR, run_name VARCHAR, position INTEGER, instance_id VARCHAR, annotator VARCHAR,
+        entry VARCHAR, value JSON);
 
 -- Every cell of every table of releases/<R>/groups/<group>.json (or runs/<S>/groups/...), as published.
 CREATE TABLE IF NOT EXISTS published_leaderboard_cells (

@@ -68,10 +68,12 @@ CREATE TABLE IF NOT EXISTS instance_completions (
 -- $MEDHELM_REFUSAL_PATTERNS, written before the analytics models run.
 CREATE TABLE IF NOT EXISTS refusal_patterns (pattern VARCHAR);
 
--- HELM's annotation of each request state (a view over the pipeline's annotations, which makes this
--- a no-op there; the published rebuild fills it from scenario_state.json).
-CREATE TABLE IF NOT EXISTS instance_annotations (
-        suite VARCHAR, run_name VARCHAR, instance_id VARCHAR, annotator VARCHAR, annotation JSON);
+-- The entries of HELM's annotation of each request state, its judge prompt (prompt_text) left out:
+-- one row per annotator and entry, e.g. a judge's verdict {criterion: {score, explanation}}; NULL
+-- where HELM stored None (a view over the pipeline's annotations, which makes this a no-op there;
+-- the published rebuild reads the entries taken out of scenario_state.json at import).
+CREATE TABLE IF NOT EXISTS instance_annotation_entries (
+        suite VARCHAR, run_name VARCHAR, instance_id VARCHAR, annotator VARCHAR, entry VARCHAR, value JSON);
 
 -- Clinicians' ratings to hold the jury against ($MEDHELM_HUMAN_RATINGS, a CSV: run_name (optional:
 -- empty means every run with that instance), instance_id, criterion, rating).
