@@ -12,6 +12,7 @@ from pathlib import Path
 from medhelm_core.catalog import benchmark_paths_from_env
 from medhelm_core.errors import MedhelmError
 from medhelm_core.selections import RunSelection, SummarizeSelection, add_arguments, from_arguments
+from medhelm_core.storage import add_storage_argument
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
@@ -44,6 +45,7 @@ def run_main(argv: list[str] | None = None) -> int:
     add_arguments(parser, RunSelection, required=("suite", "max_eval_instances"), defaults={"conf_paths": []},
                   aliases={"conf_paths": ["-c"], "run_entries": ["-r"]})
     parser.add_argument("--output-path", "-o", default="benchmark_output")
+    add_storage_argument(parser)
     parser.add_argument("--local-path", default="prod_env", help="HELM prod_env (model_deployments.yaml, credentials.conf)")
     parser.add_argument("--num-threads", "-n", type=int, default=8)
     parser.add_argument("--benchmark-path", action="append", default=list(benchmark_paths_from_env()), metavar="DIR",
@@ -80,7 +82,7 @@ def _run(args) -> int:
     from medhelm_core.run.workspace import RunRef, Workspace
 
     ws = Workspace(args.output_path, args.local_path, num_threads=args.num_threads,
-                   benchmark_paths=tuple(args.benchmark_path), edition=args.edition)
+                   benchmark_paths=tuple(args.benchmark_path), edition=args.edition, storage=args.storage)
     selection = from_arguments(RunSelection, args)
     entries = expand_selection(ws, selection)
     if args.dry_run:
@@ -140,7 +142,8 @@ def _run(args) -> int:
     ws.controls.on_outcome = report
     instance = dagster_instance(args.output_path)
     resources = {"medhelm": MedhelmResource(output_path=str(args.output_path), local_path=str(args.local_path),
-                                            num_threads=args.num_threads, benchmark_paths=list(ws.benchmark_paths)),
+                                            num_threads=args.num_threads, benchmark_paths=list(ws.benchmark_paths),
+                                            storage=args.storage),
                  "run_controls": ws.controls}
     config = selection.model_dump()
     # What the runs list shows for this invocation's Dagster runs (the UI can filter on them).
@@ -199,6 +202,7 @@ def summarize_main(argv: list[str] | None = None) -> int:
     add_arguments(parser, SummarizeSelection, defaults={"suite": None, "auto_generate_schema": False},
                   aliases={"schema_path": ["--schema"]})
     parser.add_argument("--output-path", "-o", default="benchmark_output")
+    add_storage_argument(parser)
     parser.add_argument("--local-path", default="prod_env")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -218,15 +222,16 @@ def summarize_main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _check_suites_exist(output_path: str, suites: list[str]) -> dict[str, str]:
+def _check_suites_exist(output_path: str, suites: list[str], storage: str | None = None) -> dict[str, str]:
     """Stop before anything is written when a suite has no runs (HELM would write an empty
     leaderboard). Returns the edition of each suite's runs."""
     import duckdb
 
+    from medhelm_core.storage import resolve_storage
     from medhelm_core.store import Store
     from medhelm_core.summarize.tables import suite_editions
 
-    store = Store.in_output_path(output_path)
+    store = Store.of(resolve_storage(storage, output_path))
     if not store.path.exists():
         raise MedhelmError(f"no runs in {output_path}: {store.path} does not exist (run medhelm-run first)")
     try:
@@ -246,7 +251,8 @@ def _summarize(args) -> int:
 
     from medhelm_core.editions import edition_of_suites
 
-    edition = edition_of_suites(_check_suites_exist(args.output_path, args.suites or [args.suite]), args.edition)
+    edition = edition_of_suites(_check_suites_exist(args.output_path, args.suites or [args.suite], args.storage),
+                                args.edition)
     if not args.schema_path and not args.auto_generate_schema:
         args.schema_path = str(edition.schema_path)
 
@@ -254,7 +260,8 @@ def _summarize(args) -> int:
     from assets.resources import MedhelmResource
 
     instance = dagster_instance(args.output_path)
-    resources = {"medhelm": MedhelmResource(output_path=str(args.output_path), local_path=str(args.local_path))}
+    resources = {"medhelm": MedhelmResource(output_path=str(args.output_path), local_path=str(args.local_path),
+                                            storage=args.storage)}
     config = {"suite": args.suite, "suites": args.suites, "release": args.release,
               "schema_path": args.schema_path, "auto_generate_schema": args.auto_generate_schema,
               "edition": edition.name}

@@ -20,7 +20,7 @@ RunControlsParam = dg.ResourceParam[RunControls]
 
 # field -> its environment variable (what medhelm-run's flags are called in the environment)
 MEDHELM_ENV = {"output_path": "MEDHELM_OUTPUT_PATH", "local_path": "MEDHELM_LOCAL_PATH",
-               "num_threads": "MEDHELM_NUM_THREADS"}
+               "num_threads": "MEDHELM_NUM_THREADS", "storage": "MEDHELM_STORAGE"}
 
 
 def env_bound(fields: Mapping[str, str], types: Mapping[str, type] | None = None,
@@ -43,6 +43,8 @@ class MedhelmResource(dg.ConfigurableResource):
                              "otherwise (medhelm-run --num-threads; $MEDHELM_NUM_THREADS)")
     benchmark_paths: list[str] = Field(default=[], description="benchmark folders of your own, beside the "
                                        f"built-in ones (medhelm-run --benchmark-path; ${PATH_ENV})")
+    storage: Optional[str] = Field(default=None, description="where the tables live: duckdb:PATH (default: "
+                                   "<output_path>/medhelm.duckdb; medhelm-run --storage; $MEDHELM_STORAGE)")
     _workspace: Optional[Workspace] = PrivateAttr(default=None)
 
     @classmethod
@@ -56,7 +58,7 @@ class MedhelmResource(dg.ConfigurableResource):
         """The workspace (one per resource); `controls`: the invocation's budget and progress display."""
         if self._workspace is None:
             self._workspace = Workspace(self.output_path, self.local_path, num_threads=self.num_threads,
-                                        benchmark_paths=tuple(self.benchmark_paths))
+                                        benchmark_paths=tuple(self.benchmark_paths), storage=self.storage)
         if controls is not None:
             self._workspace.controls = controls
         return self._workspace

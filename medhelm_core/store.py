@@ -22,8 +22,7 @@ import filelock
 
 from medhelm_core import journal, owners
 from medhelm_core.resources import ddl
-
-DB_FILENAME = "medhelm.duckdb"
+from medhelm_core.storage import DB_FILENAME, Storage
 
 # Created on first write, in this order (sql/ddl/): the pipeline's tables, their additive
 # migrations, the summarize inputs, the edition comparison views, the cost views over all of them, then
@@ -161,6 +160,11 @@ class Store:
     def in_output_path(cls, output_path: str | Path) -> "Store":
         """The store of an output folder; the folder is made only when something is first written."""
         return cls(Path(output_path) / DB_FILENAME)
+
+    @classmethod
+    def of(cls, storage: Storage) -> "Store":
+        """The store a storage setting names (medhelm_core.storage.resolve_storage)."""
+        return cls(storage.path)
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:

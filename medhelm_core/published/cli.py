@@ -18,6 +18,7 @@ from typing import Optional
 
 from medhelm_core.errors import MedhelmError
 from medhelm_core.selections import ImportSelection, add_arguments
+from medhelm_core.storage import add_storage_argument, resolve_storage
 
 PROG = "medhelm-import"
 LATEST = "latest"
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rescore", action="store_true",
                    help="re-score the published completions with our metrics (implies --with-completions)")
     p.add_argument("--output-path", "-o", default="benchmark_output", help="where medhelm.duckdb lives")
+    add_storage_argument(p)
     add_arguments(p, ImportSelection, only=("suite_prefix", "jobs", "token", "endpoint_url"), aliases={"jobs": ["-j"]})
     p.add_argument("--no-compare", action="store_true", help="import only; do not rebuild and compare")
     p.add_argument("--write-files", metavar="DIR", default=None,
@@ -93,7 +95,7 @@ def run(args) -> int:
                                f"or a suite with --suite S")
         print(f"{PROG}: newest release on {args.source}: {args.release} (of {len(names)}: {', '.join(names)})",
               file=sys.stderr)
-    store = Store.in_output_path(args.output_path)
+    store = Store.of(resolve_storage(args.storage, args.output_path))
     with_completions = args.with_completions or args.rescore
     report = Importer(store, source, release=args.release, suite=args.suite, with_completions=with_completions,
                       per_instance=not args.no_per_instance, jobs=args.jobs, suite_prefix=args.suite_prefix,

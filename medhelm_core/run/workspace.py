@@ -20,6 +20,7 @@ from medhelm_core.engine import CompletionEngine, RunControls
 from medhelm_core.errors import MedhelmError
 from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH
 from medhelm_core.ratelimit import SettingsRegistry
+from medhelm_core.storage import resolve_storage
 from medhelm_core.store import Store
 from medhelm_core.tokenizers import TokenizerError, get_tokenizer, tokenizer_or_approximation
 
@@ -52,6 +53,8 @@ class Workspace:
     controls: RunControls = field(default_factory=RunControls)
     # The upstream edition this workspace's runs reproduce (`medhelm_core.editions`); a suite has one.
     edition: str = DEFAULT_EDITION
+    # Where the tables live (`--storage`, medhelm_core.storage); None: $MEDHELM_STORAGE, else the output path's file.
+    storage: str | None = None
     _deployments: dict | None = field(default=None, repr=False)
     _clients: dict = field(default_factory=dict, repr=False)
     _settings: Any = field(default=None, repr=False)
@@ -59,7 +62,7 @@ class Workspace:
     def __post_init__(self) -> None:
         self.output_path = Path(self.output_path)
         self.local_path = Path(self.local_path)
-        self.store = Store.in_output_path(self.output_path)
+        self.store = Store.of(resolve_storage(self.storage, self.output_path))
         self.benchmark_paths = tuple(str(p) for p in self.benchmark_paths)
         self.switches: Edition = load_edition(self.edition)
         self._editions: dict[str, Workspace] = {self.edition: self}

@@ -5,6 +5,9 @@ import argparse
 import logging
 import sys
 
+from medhelm_core.errors import MedhelmError
+from medhelm_core.storage import add_storage_argument, resolve_storage
+
 from .data import DataError, Reader
 
 
@@ -13,12 +16,17 @@ def _target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--release", help="the release to show (as helm-server --release)")
     p.add_argument("--suites", nargs="+", help="the release's suites, if its summary.json is not on disk")
     p.add_argument("--output-path", "-o", default="benchmark_output", help="holds medhelm.duckdb (default: %(default)s)")
+    add_storage_argument(p)
 
 
 def _reader(args: argparse.Namespace) -> Reader:
     if args.suite and args.release:
         raise DataError("give --suite or --release, not both")
-    return Reader(args.output_path, suite=args.suite, release=args.release, suites=args.suites)
+    try:
+        storage = resolve_storage(args.storage, args.output_path)
+    except MedhelmError as e:
+        raise DataError(str(e)) from None
+    return Reader(args.output_path, suite=args.suite, release=args.release, suites=args.suites, db_path=storage.path)
 
 
 def export_main(argv: list[str] | None = None) -> int:
@@ -46,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "export":
         return export_main(argv[1:])
     p = argparse.ArgumentParser(prog="medhelm-server",
-                                description="Serve the MedHELM leaderboard from <output-path>/medhelm.duckdb "
+                                description="Serve the MedHELM leaderboard from <output-path>/medhelm.duckdb (or --storage) "
                                             "(read-only). `medhelm-server export --out DIR …` writes a shareable "
                                             "static copy instead.")
     _target_args(p)

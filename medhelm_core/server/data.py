@@ -110,11 +110,12 @@ class Reader:
     """Cached, read-only views of one output path's DuckDB file for one suite or release."""
 
     def __init__(self, output_path: str | Path, suite: Optional[str] = None, release: Optional[str] = None,
-                 suites: Optional[list[str]] = None, lock_timeout_s: float = 30.0):
+                 suites: Optional[list[str]] = None, lock_timeout_s: float = 30.0,
+                 db_path: Optional[str | Path] = None):
         if suite and release:
             raise DataError("give --suite or --release, not both")
         self.output_path = Path(output_path)
-        self.db_path = self.output_path / DB_FILENAME
+        self.db_path = Path(db_path) if db_path else self.output_path / DB_FILENAME   # --storage duckdb:PATH
         self.suite, self.release, self.suites = suite, release, list(suites or [])
         self.lock_timeout_s = lock_timeout_s
         self._mutex = threading.RLock()

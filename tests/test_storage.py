@@ -1,0 +1,90 @@
+"""One storage setting (`--storage`, $MEDHELM_STORAGE) for every command: where the tables live."""
+import re
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from medhelm_core.errors import MedhelmError
+from medhelm_core.storage import ENV, resolve_storage
+from tests.oracle import PUBLIC
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_flag_then_environment_then_the_output_paths_file(tmp_path, monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    assert str(resolve_storage(None, tmp_path / "out")) == f"duckdb:{tmp_path / 'out' / 'medhelm.duckdb'}"
+    monkeypatch.setenv(ENV, f"duckdb:{tmp_path / 'env.duckdb'}")
+    assert resolve_storage(None, "out").path == tmp_path / "env.duckdb"
+    assert resolve_storage(f"duckdb:{tmp_path / 'flag.duckdb'}", "out").path == tmp_path / "flag.duckdb"
+
+
+@pytest.mark.parametrize("url, says", [
+    ("sqlite:x.db", "expected duckdb:PATH"),
+    ("results/medhelm.duckdb", "expected duckdb:PATH"),
+    ("duckdb:", "needs the database file's path"),
+    ("ducklake:postgresql://medhelm@127.0.0.1:5432/medhelm?data_path=/data", "not available in this version"),
+])
+def test_a_bad_setting_is_one_line_naming_the_flag(url, says, monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    with pytest.raises(MedhelmError) as e:
+        resolve_storage(url, "out")
+    assert str(e.value).startswith(f"--storage {url!r}: ") and says in str(e.value) and "\n" not in str(e.value)
+    monkeypatch.setenv(ENV, url)
+    with pytest.raises(MedhelmError, match=re.escape(f"${ENV} {url!r}: ")):
+        resolve_storage(None, "out")
+
+
+def test_a_folder_is_not_a_database_file(tmp_path):
+    with pytest.raises(MedhelmError, match="is a folder; name the database file"):
+        resolve_storage(f"duckdb:{tmp_path}", "out")
+
+
+def test_run_summarize_serve_and_import_use_the_storage_and_not_the_output_path(tmp_path, monkeypatch):
+    """The example suite run into a file outside the output folder (flag), summarized from it (the
+    environment), run again with nothing new to call, exported from it; a published suite imported
+    into another file. HELM's files stay under the output path; no medhelm.duckdb appears there."""
+    from assets.cli import run_main, summarize_main
+    from medhelm_core import demo_server
+    from medhelm_core.published.cli import main as import_main
+    from medhelm_core.server.cli import export_main
+
+    monkeypatch.delenv(ENV, raising=False)
+    server = demo_server.serve(0)
+    try:
+        prod_env = tmp_path / "prod_env"
+        shutil.copytree(ROOT / "examples" / "prod_env", prod_env)
+        deployments = prod_env / "model_deployments.yaml"
+        deployments.write_text(re.sub(r"127\.0\.0\.1:\d+", f"127.0.0.1:{server.server_address[1]}",
+                                      deployments.read_text()))
+        monkeypatch.chdir(ROOT)  # the example's paths are relative to the project root
+        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+        out, db = tmp_path / "out", tmp_path / "tables" / "example.duckdb"
+        run = ["--conf-paths", "conf/example.conf", "--suite", "example", "--max-eval-instances", "10",
+               "--local-path", str(prod_env), "--output-path", str(out)]
+        assert run_main([*run, "--storage", f"duckdb:{db}"]) == 0
+        monkeypatch.setenv(ENV, f"duckdb:{db}")
+        assert summarize_main(["--suite", "example", "--output-path", str(out), "--local-path", str(prod_env),
+                               "--auto-generate-schema"]) == 0
+        assert run_main(run) == 0   # the stored answers are found through the environment: no new call
+    finally:
+        server.shutdown()
+    assert (out / "runs" / "example" / "groups.json").exists() and not (out / "medhelm.duckdb").exists()
+    with duckdb.connect(str(db), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM runs WHERE suite = 'example'").fetchone()[0] == 6
+        calls = conn.execute("SELECT count(*) FROM completions").fetchone()[0]
+        assert calls > 0 and conn.execute("SELECT count(*) FROM leaderboard.table_cells WHERE target = 'example'").fetchone()[0] > 0
+    monkeypatch.delenv(ENV)
+    assert export_main(["--suite", "example", "--output-path", str(out), "--storage", f"duckdb:{db}",
+                        "--out", str(tmp_path / "site"), "--no-runs"]) == 0
+    assert (tmp_path / "site" / "index.html").exists()
+    assert export_main(["--suite", "example", "--output-path", str(out), "--out", str(tmp_path / "site2")]) == 2
+
+    published = tmp_path / "published.duckdb"
+    assert import_main(["--source", str(PUBLIC / "benchmark_output"), "--suite", "public-n50", "--no-per-instance",
+                        "-o", str(tmp_path / "imported"), "--storage", f"duckdb:{published}", "-q"]) == 0
+    assert not (tmp_path / "imported" / "medhelm.duckdb").exists()
+    with duckdb.connect(str(published), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM published_runs").fetchone()[0] > 0
