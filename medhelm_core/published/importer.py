@@ -667,7 +667,7 @@ def _read_opts(paths: list[str], gz: bool) -> str:
     # DuckDB sizes its read buffer by maximum_object_size: the largest file here, not a blanket maximum
     largest = max((_plain_size(p, gz) for p in paths), default=0)
     limit = min(MAX_JSON_OBJECT, max(16 * 1024 * 1024, largest + 1024 * 1024))
-    return (f"{files}, filename = true, compression = {'gzip' if gz else 'none'!r}, "
+    return (f"{files}, filename = true, compression = {'gzip' if gz else 'uncompressed'!r}, "
             f"maximum_object_size = {limit}")
 
 

@@ -4,4 +4,5 @@
 CREATE OR REPLACE TABLE jury_metrics AS
 SELECT DISTINCT spec ->> '$.args.metric_name' AS metric
 FROM (SELECT unnest(CAST(run_spec -> '$.metric_specs' AS JSON[])) AS spec FROM target_runs)
-WHERE (spec ->> 'class_name') LIKE '%.LLMJuryMetric' AND spec ->> '$.args.metric_name' IS NOT NULL;
+-- (each ->> in parentheses: DuckDB 1.5 binds AND tighter than ->>)
+WHERE (spec ->> 'class_name') LIKE '%.LLMJuryMetric' AND (spec ->> '$.args.metric_name') IS NOT NULL;
