@@ -3,18 +3,27 @@
     --storage URL   (medhelm-run, medhelm-summarize, medhelm-import, medhelm-server, medhelm-export)
     $MEDHELM_STORAGE (the same, for Dagster runs and any command without the flag)
 
-Values: `duckdb:PATH`, a DuckDB file anywhere; without a setting, `duckdb:<output-path>/medhelm.duckdb`
-(the embedded default). HELM's files (`runs/`, `groups/`, the page's exports) stay under the output
-path whichever storage holds the tables. The shared store of several machines (`ducklake:…`, a
-DuckLake catalog on PostgreSQL) is the next storage kind here; until then such a URL is refused with
-one line.
+Values:
+  duckdb:PATH      a DuckDB file anywhere; without a setting, `duckdb:<output-path>/medhelm.duckdb`
+                   (the embedded default)
+  ducklake:postgresql://USER[:PASSWORD]@HOST[:PORT]/DB?data_path=DIR
+                   DuckDB's lakehouse format: its catalog in that PostgreSQL database, its data as
+                   Parquet files under DIR, shared by every process that attaches it.  Needs the
+                   [ducklake] extra: DuckDB 1.5.5 and its `ducklake` and `postgres` extensions from
+                   PyPI (`open_ducklake`); the commands take it once their writes are ported to
+                   DuckLake (no primary keys: see `ducklake_ddl`).
+HELM's files (`runs/`, `groups/`, the page's exports) stay under the output path whichever storage
+holds the tables.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from medhelm_core.errors import MedhelmError
 
@@ -24,13 +33,25 @@ DB_FILENAME = "medhelm.duckdb"
 
 @dataclass(frozen=True)
 class Storage:
-    """A resolved storage setting: `kind` 'duckdb' and the database file's path."""
+    """A resolved storage setting: 'duckdb' and the database file's path, or 'ducklake' with its
+    catalog's PostgreSQL connection (libpq keywords) and the Parquet files' folder or bucket URL."""
 
     kind: str
-    path: Path
+    path: Optional[Path] = None
+    catalog: Optional[dict] = None
+    data_path: Optional[str] = None
 
-    def __str__(self) -> str:
-        return f"{self.kind}:{self.path}"
+    def __str__(self) -> str:   # never the password: this is what logs and errors show
+        if self.kind == "duckdb":
+            return f"duckdb:{self.path}"
+        c = self.catalog or {}
+        return (f"ducklake:postgresql://{c.get('user', '')}@{c.get('host', '')}:{c.get('port', 5432)}/"
+                f"{c.get('dbname', '')}?data_path={self.data_path}")
+
+    @property
+    def catalog_dsn(self) -> str:
+        """The catalog as a libpq connection string ("dbname=… host=… port=… user=…")."""
+        return " ".join(f"{k}={v}" for k, v in (self.catalog or {}).items())
 
 
 def resolve_storage(url: Optional[str], output_path: str | Path, flag: str = "--storage") -> Storage:
@@ -45,16 +66,108 @@ def resolve_storage(url: Optional[str], output_path: str | Path, flag: str = "--
 def parse_storage(url: str, flag: str = "--storage") -> Storage:
     scheme, sep, rest = url.partition(":")
     if not sep or scheme not in ("duckdb", "ducklake"):
-        raise MedhelmError(f"{flag} {url!r}: expected duckdb:PATH (a DuckDB file)")
+        raise MedhelmError(f"{flag} {_shown(url)!r}: expected duckdb:PATH (a DuckDB file) or "
+                           f"ducklake:postgresql://USER@HOST:PORT/DB?data_path=DIR")
     if scheme == "ducklake":
-        raise MedhelmError(f"{flag} {url!r}: the shared DuckLake store is not available in this version; "
-                           f"use duckdb:PATH")
+        return _parse_ducklake(url, rest, flag)
     if not rest.strip():
         raise MedhelmError(f"{flag} {url!r}: duckdb: needs the database file's path, e.g. duckdb:results/medhelm.duckdb")
     path = Path(rest).expanduser()
     if path.is_dir():
         raise MedhelmError(f"{flag} {url!r}: {path} is a folder; name the database file, e.g. duckdb:{path / DB_FILENAME}")
     return Storage("duckdb", path)
+
+
+def database_file(storage: Storage) -> Path:
+    """The DuckDB file the commands use. A DuckLake holds every table (`open_ducklake`, `ducklake_ddl`),
+    but the commands' writes (INSERT OR IGNORE/REPLACE on primary keys, the request claims) are not
+    ported to it yet, so they refuse it with one line rather than fail half-way."""
+    if storage.kind != "duckdb":
+        raise MedhelmError(f"{storage}: the commands do not run on a DuckLake yet; use duckdb:PATH")
+    return storage.path
+
+
+def _shown(url: str) -> str:
+    """The URL without its password (errors and logs)."""
+    return re.sub(r"(//[^:/@]+):[^@/]*@", r"\1:***@", url)
+
+
+def _parse_ducklake(url: str, rest: str, flag: str) -> Storage:
+    where = f"{flag} {_shown(url)!r}"
+    u = urlsplit(rest)
+    if u.scheme not in ("postgresql", "postgres") or not u.hostname or not u.path.strip("/"):
+        raise MedhelmError(f"{where}: the catalog must be a PostgreSQL URL, "
+                           f"ducklake:postgresql://USER@HOST:PORT/DB?data_path=DIR")
+    query = parse_qs(u.query)
+    data_path = (query.get("data_path") or [""])[0]
+    if not data_path:
+        raise MedhelmError(f"{where}: name the Parquet files' folder or bucket, ?data_path=DIR (or gs://BUCKET/PREFIX)")
+    catalog = {"dbname": unquote(u.path.strip("/")), "host": u.hostname, "port": u.port or 5432}
+    if u.username:
+        catalog["user"] = unquote(u.username)
+    if u.password:   # better in $PGPASSWORD or ~/.pgpass: libpq reads them, and nothing shows them
+        catalog["password"] = unquote(u.password)
+    return Storage("ducklake", catalog=catalog, data_path=data_path)
+
+
+# -- DuckLake ------------------------------------------------------------------------------------
+# The PyPI packages that carry DuckDB's extensions for one DuckDB version each (the [ducklake] extra).
+DUCKLAKE_EXTENSIONS = (("duckdb_extension_postgres_scanner", "postgres_scanner"),
+                       ("duckdb_extension_ducklake", "ducklake"))
+LAKE = "medhelm"   # the attached DuckLake's name in every connection
+
+
+def extension_file(package: str, name: str, duckdb_version: str) -> Path:
+    """The extension binary a PyPI extension package ships for this DuckDB version."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise MedhelmError(f"ducklake: storage needs the [ducklake] extra (DuckDB 1.5.5 with its ducklake and "
+                           f"postgres extensions): pip install \"medhelm-build[ducklake]\" ({package} is not installed)")
+    path = Path(list(spec.submodule_search_locations)[0]) / "extensions" / f"v{duckdb_version}" / f"{name}.duckdb_extension"
+    if not path.is_file():
+        raise MedhelmError(f"ducklake: {package} has no {name} extension for DuckDB {duckdb_version} ({path} is "
+                           f"missing): install the [ducklake] extra, which pins DuckDB to the extensions' version")
+    return path
+
+
+def open_ducklake(storage: Storage):
+    """A DuckDB connection with the DuckLake attached as `medhelm` and in use: the extensions loaded
+    from their PyPI packages (nothing downloaded), the catalog created on first use."""
+    import duckdb
+
+    from medhelm_core.store import sql_str
+
+    files = [extension_file(pkg, name, duckdb.__version__) for pkg, name in DUCKLAKE_EXTENSIONS]
+    conn = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    try:
+        for f in files:
+            conn.execute(f"LOAD {sql_str(str(f))}")
+        if "://" not in storage.data_path:
+            Path(storage.data_path).mkdir(parents=True, exist_ok=True)
+        try:
+            conn.execute(f"ATTACH {sql_str('ducklake:postgres:' + storage.catalog_dsn)} AS {LAKE} "
+                         f"(DATA_PATH {sql_str(storage.data_path)})")
+        except duckdb.Error as e:
+            raise MedhelmError(f"{storage}: cannot attach the DuckLake: {str(e).splitlines()[0]}") from None
+        conn.execute(f"USE {LAKE}")
+        # the long JSON columns (prompts, completions, annotations) compress far better than with Snappy
+        conn.execute(f"CALL {LAKE}.set_option('parquet_compression', 'zstd')")
+        return conn
+    except BaseException:
+        conn.close()
+        raise
+
+
+_PRIMARY_KEY_CLAUSE = re.compile(r",\s*PRIMARY KEY\s*\([^)]*\)", re.IGNORECASE)
+_PRIMARY_KEY_COLUMN = re.compile(r"\s+PRIMARY KEY\b", re.IGNORECASE)
+_COMPRESSION = re.compile(r"\s+USING COMPRESSION\s+\w+", re.IGNORECASE)
+
+
+def ducklake_ddl(sql: str) -> str:
+    """Our DDL (sql/ddl/*.sql) in the form DuckLake takes: no PRIMARY KEY (DuckLake has no unique
+    constraints; the writers keep keys unique) and no per-column compression (the lake's Parquet
+    files are ZSTD-compressed as a whole)."""
+    return _COMPRESSION.sub("", _PRIMARY_KEY_COLUMN.sub("", _PRIMARY_KEY_CLAUSE.sub("", sql)))
 
 
 def add_storage_argument(parser) -> None:

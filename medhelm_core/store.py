@@ -22,7 +22,7 @@ import filelock
 
 from medhelm_core import journal, owners
 from medhelm_core.resources import ddl
-from medhelm_core.storage import DB_FILENAME, Storage
+from medhelm_core.storage import DB_FILENAME, Storage, database_file
 
 # Created on first write, in this order (sql/ddl/): the pipeline's tables, their additive
 # migrations, the summarize inputs, the edition comparison views, the cost views over all of them, then
@@ -164,7 +164,7 @@ class Store:
     @classmethod
     def of(cls, storage: Storage) -> "Store":
         """The store a storage setting names (medhelm_core.storage.resolve_storage)."""
-        return cls(storage.path)
+        return cls(database_file(storage))
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:

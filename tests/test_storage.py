@@ -25,7 +25,8 @@ def test_flag_then_environment_then_the_output_paths_file(tmp_path, monkeypatch)
     ("sqlite:x.db", "expected duckdb:PATH"),
     ("results/medhelm.duckdb", "expected duckdb:PATH"),
     ("duckdb:", "needs the database file's path"),
-    ("ducklake:postgresql://medhelm@127.0.0.1:5432/medhelm?data_path=/data", "not available in this version"),
+    ("ducklake:mysql://medhelm@127.0.0.1/medhelm?data_path=/data", "the catalog must be a PostgreSQL URL"),
+    ("ducklake:postgresql://medhelm@127.0.0.1:5432/medhelm", "?data_path=DIR"),
 ])
 def test_a_bad_setting_is_one_line_naming_the_flag(url, says, monkeypatch):
     monkeypatch.delenv(ENV, raising=False)
@@ -35,6 +36,21 @@ def test_a_bad_setting_is_one_line_naming_the_flag(url, says, monkeypatch):
     monkeypatch.setenv(ENV, url)
     with pytest.raises(MedhelmError, match=re.escape(f"${ENV} {url!r}: ")):
         resolve_storage(None, "out")
+
+
+def test_a_ducklake_url_and_its_password_never_shown(monkeypatch):
+    from medhelm_core.storage import database_file
+
+    monkeypatch.delenv(ENV, raising=False)
+    s = resolve_storage("ducklake:postgresql://team:s3cret@db.example:6543/lake?data_path=gs://bucket/medhelm", "out")
+    assert s.kind == "ducklake" and s.data_path == "gs://bucket/medhelm"
+    assert s.catalog_dsn == "dbname=lake host=db.example port=6543 user=team password=s3cret"
+    assert "s3cret" not in str(s) and str(s) == "ducklake:postgresql://team@db.example:6543/lake?data_path=gs://bucket/medhelm"
+    with pytest.raises(MedhelmError) as e:
+        resolve_storage("ducklake:mysql://team:s3cret@db/lake?data_path=/d", "out")
+    assert "s3cret" not in str(e.value)
+    with pytest.raises(MedhelmError, match="do not run on a DuckLake yet"):
+        database_file(s)
 
 
 def test_a_folder_is_not_a_database_file(tmp_path):

@@ -1,0 +1,106 @@
+"""The shared store's engine: DuckLake, its catalog in a real PostgreSQL (Debian's package, started
+here by scripts/postgres.sh) and its data as Parquet files in a folder. The [ducklake] extra pins
+DuckDB to its extensions' 1.5.5, so this runs in .venv-ducklake (scripts/setup.sh --with-ducklake)
+as separate processes: one creates every table of the store from our DDL and writes, another
+attaches the same lake by its URL and reads what the first committed."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from medhelm_core.errors import MedhelmError
+from medhelm_core.storage import open_ducklake, parse_storage
+
+ROOT = Path(__file__).resolve().parents[1]
+LAKE_PY = ROOT / ".venv-ducklake" / "bin" / "python"
+HAS_PG = bool(list(Path("/usr/lib/postgresql").glob("*/bin/initdb")))
+
+WRITER = r"""
+import json, sys
+from medhelm_core.resources import ddl
+from medhelm_core.storage import ducklake_ddl, open_ducklake, parse_storage
+from medhelm_core.store import DDL_FILES
+
+conn = open_ducklake(parse_storage(sys.argv[1]))
+for name in (*DDL_FILES, "published"):
+    conn.execute(ducklake_ddl(ddl(name)))
+conn.execute("BEGIN TRANSACTION")
+conn.execute('''INSERT INTO completions (request_key, model_deployment, model, request, result, success)
+                SELECT 'k' || i, 'mockai/mock-gpt-a', 'mockai/mock-gpt-a', json_object('prompt', 'p' || i),
+                       json_object('completions', [json_object('text', 'answer ' || i)]), true
+                FROM range(1000) t(i)''')
+conn.execute("COMMIT")
+tables = [r[0] for r in conn.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'medhelm'").fetchall()]
+print(json.dumps({"tables": sorted(tables)}))
+"""
+
+READER = r"""
+import json, sys
+from medhelm_core.storage import open_ducklake, parse_storage
+
+conn = open_ducklake(parse_storage(sys.argv[1]))
+n, text = conn.execute("SELECT count(*), max(result -> '$.completions[0]' ->> 'text') FROM completions "
+                       "WHERE request_key IN ('k7', 'k999')").fetchone()
+files = conn.execute("SELECT count(*) FROM ducklake_list_files('medhelm', 'completions')").fetchone()[0]
+print(json.dumps({"n": n, "text": text, "files": files, "total": conn.execute("SELECT count(*) FROM completions").fetchone()[0]}))
+"""
+
+
+@pytest.fixture
+def lake(tmp_path):
+    if not HAS_PG:
+        pytest.skip("no PostgreSQL server: bash scripts/setup.sh --with-postgres")
+    if not LAKE_PY.exists():
+        pytest.skip("no .venv-ducklake: bash scripts/setup.sh --with-ducklake")
+    pg_dir = Path(tempfile.mkdtemp(prefix="medhelm-lake-pg-", dir="/tmp"))   # reachable by the postgres user
+    pg_dir.chmod(0o755)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    up = subprocess.run(["bash", "scripts/postgres.sh", "start", str(pg_dir), str(port)], cwd=ROOT,
+                        capture_output=True, text=True, timeout=120)
+    assert up.returncode == 0, up.stderr
+    url = up.stdout.strip().splitlines()[-1]
+    try:
+        yield f"ducklake:{url}?data_path={tmp_path / 'lake'}", tmp_path / "lake"
+    finally:
+        subprocess.run(["bash", "scripts/postgres.sh", "stop", str(pg_dir)], cwd=ROOT, capture_output=True, timeout=120)
+        shutil.rmtree(pg_dir, ignore_errors=True)
+
+
+def _in_lake_env(script: str, url: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "MEDHELM_STORAGE"}
+    r = subprocess.run([str(LAKE_PY), "-c", script, url], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_every_table_of_the_store_on_a_ducklake_shared_by_two_processes(lake):
+    url, data = lake
+    wrote = _in_lake_env(WRITER, url)
+    for table in ("completions", "requests", "annotations", "completion_claims", "runs", "run_stats",
+                  "published_objects", "published_request_states", "published_annotation_entries"):
+        assert table in wrote["tables"]
+    read = _in_lake_env(READER, url)   # another process, attached by the URL alone
+    assert read == {"n": 2, "text": "answer 999", "files": read["files"], "total": 1000} and read["files"] >= 1
+    parquet = list(data.rglob("*.parquet"))
+    assert parquet and not list(data.rglob("*.duckdb"))
+
+
+def test_without_the_extra_the_error_is_one_line_naming_it(tmp_path):
+    storage = parse_storage(f"ducklake:postgresql://medhelm@127.0.0.1:1/medhelm?data_path={tmp_path}")
+    try:
+        import duckdb_extension_ducklake  # noqa: F401
+    except ImportError:
+        with pytest.raises(MedhelmError) as e:
+            open_ducklake(storage)
+        assert 'pip install "medhelm-build[ducklake]"' in str(e.value) and "\n" not in str(e.value)
+    else:
+        pytest.skip("this environment has the [ducklake] extra")
