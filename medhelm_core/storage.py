@@ -10,8 +10,8 @@ Values:
                    DuckDB's lakehouse format: its catalog in that PostgreSQL database, its data as
                    Parquet files under DIR, shared by every process that attaches it.  Needs the
                    [ducklake] extra: DuckDB 1.5.5 and its `ducklake` and `postgres` extensions from
-                   PyPI (`open_ducklake`); the commands take it once their writes are ported to
-                   DuckLake (no primary keys: see `ducklake_ddl`).
+                   PyPI (`open_ducklake`). medhelm-import writes it (`open_store`); the other
+                   commands refuse it with one line for now (`database_file`).
 HELM's files (`runs/`, `groups/`, the page's exports) stay under the output path whichever storage
 holds the tables.
 """
@@ -78,12 +78,37 @@ def parse_storage(url: str, flag: str = "--storage") -> Storage:
     return Storage("duckdb", path)
 
 
+def open_store(storage: Storage, scratch_dir: str | Path):
+    """The store a storage setting names: a `store.Store` on a DuckDB file, or a `lake_store.LakeStore`
+    (for the commands that write a DuckLake: medhelm-import); `scratch_dir` holds staging files."""
+    if storage.kind == "ducklake":
+        from medhelm_core.lake_store import LakeStore
+
+        return LakeStore(storage, scratch_dir)
+    from medhelm_core.store import Store
+
+    return Store(storage.path)
+
+
+def on_ducklake(conn) -> bool:
+    """Whether the connection's current database is a DuckLake."""
+    row = conn.execute("SELECT type FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    return bool(row) and row[0] == "ducklake"
+
+
+def run_ddl(conn, sql: str) -> None:
+    """DDL in the form the connection's current database takes (`ducklake_ddl` on a DuckLake)."""
+    conn.execute(ducklake_ddl(sql) if on_ducklake(conn) else sql)
+
+
 def database_file(storage: Storage) -> Path:
-    """The DuckDB file the commands use. A DuckLake holds every table (`open_ducklake`, `ducklake_ddl`),
-    but the commands' writes (INSERT OR IGNORE/REPLACE on primary keys, the request claims) are not
-    ported to it yet, so they refuse it with one line rather than fail half-way."""
+    """The DuckDB file of the commands that need one. A DuckLake holds every table and medhelm-import
+    writes it (`open_store`), but medhelm-run's request claims need keys unique across processes,
+    which a DuckLake does not give (they are to live in PostgreSQL itself), and the page reads a file:
+    those refuse a DuckLake with one line rather than fail half-way."""
     if storage.kind != "duckdb":
-        raise MedhelmError(f"{storage}: the commands do not run on a DuckLake yet; use duckdb:PATH")
+        raise MedhelmError(f"{storage}: medhelm-run, -summarize and -server do not run on a DuckLake yet "
+                           f"(medhelm-import does); use duckdb:PATH")
     return storage.path
 
 

@@ -161,6 +161,16 @@ class Store:
         """The store of an output folder; the folder is made only when something is first written."""
         return cls(Path(output_path) / DB_FILENAME)
 
+    @property
+    def where(self) -> str:
+        """The store as messages name it."""
+        return str(self.path)
+
+    @property
+    def scratch_dir(self) -> Path:
+        """A local folder for staging files (beside the database file)."""
+        return self.path.parent
+
     @classmethod
     def of(cls, storage: Storage) -> "Store":
         """The store a storage setting names (medhelm_core.storage.resolve_storage)."""

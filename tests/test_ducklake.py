@@ -17,6 +17,7 @@ import pytest
 
 from medhelm_core.errors import MedhelmError
 from medhelm_core.storage import open_ducklake, parse_storage
+from tests.oracle import PUBLIC
 
 ROOT = Path(__file__).resolve().parents[1]
 LAKE_PY = ROOT / ".venv-ducklake" / "bin" / "python"
@@ -44,6 +45,7 @@ print(json.dumps({"tables": sorted(tables)}))
 READER = r"""
 import json, sys
 from medhelm_core.storage import open_ducklake, parse_storage
+from tests.oracle import PUBLIC
 
 conn = open_ducklake(parse_storage(sys.argv[1]))
 n, text = conn.execute("SELECT count(*), max(result -> '$.completions[0]' ->> 'text') FROM completions "
@@ -92,6 +94,56 @@ def test_every_table_of_the_store_on_a_ducklake_shared_by_two_processes(lake):
     assert read == {"n": 2, "text": "answer 999", "files": read["files"], "total": 1000} and read["files"] >= 1
     parquet = list(data.rglob("*.parquet"))
     assert parquet and not list(data.rglob("*.duckdb"))
+
+
+def test_medhelm_import_into_a_ducklake_rebuilds_every_cell_as_into_a_file(lake, tmp_path):
+    """The published public-n50 suite imported into the DuckLake (.venv-ducklake) and into a DuckDB
+    file (this environment): the same comparison, cell for cell; a second import fetches nothing."""
+    url, data = lake
+    src = ["--source", str(PUBLIC / "benchmark_output"), "--suite", "public-n50"]
+    env = {k: v for k, v in os.environ.items() if k != "MEDHELM_STORAGE"}
+
+    def imported(python: Path, *extra: str) -> list[str]:
+        r = subprocess.run([str(python), "-m", "medhelm_core.published.cli", *src, "-q", *extra], cwd=ROOT,
+                           capture_output=True, text=True, timeout=600, env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return [ln for ln in r.stdout.splitlines() if ln.strip()]
+
+    lake_lines = imported(LAKE_PY, "-o", str(tmp_path / "out"), "--storage", url)
+    file_lines = imported(ROOT / ".venv" / "bin" / "python", "-o", str(tmp_path / "file"))
+    assert lake_lines[-1].startswith("public-n50: valued cells equal 608/608")
+    assert lake_lines[-1].split("; rebuilt")[0] == file_lines[-1].split("; rebuilt")[0]
+    again = imported(LAKE_PY, "-o", str(tmp_path / "out"), "--storage", url)
+    assert ", 0 fetched (0.0 MB), 107 unchanged" in again[0] and again[-1].split("; rebuilt")[0] == file_lines[-1].split("; rebuilt")[0]
+    assert not (tmp_path / "out" / "medhelm.duckdb").exists() and list(data.rglob("*.parquet"))
+
+
+def test_the_readme_commands_for_the_shared_store_work_as_printed():
+    from tests.readme import code_blocks, commands, strip_comment
+
+    if not (HAS_PG and LAKE_PY.exists()):
+        pytest.skip("needs bash scripts/setup.sh --with-postgres --with-ducklake")
+    [block] = code_blocks("The shared store (DuckLake)", "bash")
+    cmds = [strip_comment(c) for c in commands(block)]
+    assert cmds[0].startswith("bash scripts/postgres.sh start") and cmds[-1].startswith("bash scripts/postgres.sh stop")
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", 55433)) != 0, "port 55433 is in use: stop what holds it"
+    dirs = [Path(p) for p in ("/tmp/medhelm-lake-pg", "/tmp/medhelm-lake-out", "/tmp/medhelm-lake")]
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEDHELM_")}
+    try:
+        outs = []
+        for c in cmds:
+            r = subprocess.run(["bash", "-c", c], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+            assert r.returncode == 0, f"{c}\n{r.stderr[-3000:]}"
+            outs.append(r.stdout)
+        assert "public-n50: valued cells equal 608/608" in outs[1]
+        assert list(dirs[2].rglob("*.parquet")) and not (dirs[1] / "medhelm.duckdb").exists()
+    finally:
+        subprocess.run(["bash", "scripts/postgres.sh", "stop", str(dirs[0])], cwd=ROOT, capture_output=True, timeout=120)
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def test_without_the_extra_the_error_is_one_line_naming_it(tmp_path):

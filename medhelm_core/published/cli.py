@@ -18,7 +18,7 @@ from typing import Optional
 
 from medhelm_core.errors import MedhelmError
 from medhelm_core.selections import ImportSelection, add_arguments
-from medhelm_core.storage import add_storage_argument, resolve_storage
+from medhelm_core.storage import add_storage_argument, open_store, resolve_storage
 
 PROG = "medhelm-import"
 LATEST = "latest"
@@ -76,8 +76,6 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def run(args) -> int:
-    from medhelm_core.store import Store
-
     from .importer import Importer
     from .source import open_source
 
@@ -95,7 +93,7 @@ def run(args) -> int:
                                f"or a suite with --suite S")
         print(f"{PROG}: newest release on {args.source}: {args.release} (of {len(names)}: {', '.join(names)})",
               file=sys.stderr)
-    store = Store.of(resolve_storage(args.storage, args.output_path))
+    store = open_store(resolve_storage(args.storage, args.output_path), args.output_path)
     with_completions = args.with_completions or args.rescore
     report = Importer(store, source, release=args.release, suite=args.suite, with_completions=with_completions,
                       per_instance=not args.no_per_instance, jobs=args.jobs, suite_prefix=args.suite_prefix,
@@ -115,7 +113,7 @@ def run(args) -> int:
         rs = rescore_target(store, report.target, local_path=args.local_path, progress=say)
         for line in rs.lines():
             print(line)
-    say(f"done in {time.time() - start:.1f}s; tables in {store.path}")
+    say(f"done in {time.time() - start:.1f}s; tables in {store.where}")
     return 0
 
 

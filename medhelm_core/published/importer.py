@@ -251,7 +251,7 @@ class Importer:
         self._processed = 0
         self._prefetched: dict[str, bytes] = {}
         self._held = None
-        self.staging = Path(store.path).parent / ".published_staging"
+        self.staging = Path(store.scratch_dir) / ".published_staging"
 
     def local_suite(self, suite: str) -> str:
         return f"{self.suite_prefix}{suite}"
@@ -312,7 +312,7 @@ class Importer:
             loc = self.local_suite(s)
             if conn.execute("SELECT count(*) FROM run_entries WHERE suite = ?", [loc]).fetchone()[0]:
                 raise MedhelmError(
-                    f"suite {loc!r} in {self.store.path} holds your own runs (medhelm-run); import the published "
+                    f"suite {loc!r} in {self.store.where} holds your own runs (medhelm-run); import the published "
                     f"suite under another name, e.g. --suite-prefix published- (it then appears as 'published-{s}')")
             owner = conn.execute("SELECT suite FROM published_suites WHERE local_suite = ?", [loc]).fetchone()
             if owner is not None:
@@ -324,7 +324,7 @@ class Importer:
                                "(SELECT count(*) FROM run_entries WHERE suite = ?)", [loc, loc]).fetchone()[0]
             if own:
                 raise MedhelmError(
-                    f"suite {loc!r} in {self.store.path} holds your own runs; import the published suite under "
+                    f"suite {loc!r} in {self.store.where} holds your own runs; import the published suite under "
                     f"another name, e.g. --suite-prefix published- (it then appears as 'published-{s}')")
 
     def _remove_vanished(self, conn, listing: Listing, manifest: dict) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import duckdb
 
 from medhelm_core.resources import ddl
+from medhelm_core.storage import run_ddl
 
 # The type of one stat in per_instance_stats.json as read_json sees it (also in sql/ddl/published.sql).
 STAT_STRUCT = ("STRUCT(name STRUCT(name VARCHAR, split VARCHAR, sub_split VARCHAR, perturbation JSON), "
@@ -38,4 +39,4 @@ TABLE_DOCS = {
 
 def ensure_published_tables(conn: duckdb.DuckDBPyConnection) -> None:
     """Create the tables and views above (sql/ddl/published.sql) if they do not exist."""
-    conn.execute(ddl("published"))
+    run_ddl(conn, ddl("published"))
