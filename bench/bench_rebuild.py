@@ -119,12 +119,17 @@ def _timed(cmd: list[str]) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1e6
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def suite_arguments(doc: str) -> argparse.Namespace:
+    """The command line of the benches on this suite: --scale, --data-dir, --no-completions."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", default="13,1000", help="models,instances (default 13,1000: 182 runs)")
     ap.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "medhelm-bench-rebuild"))
     ap.add_argument("--no-completions", action="store_true", help="skip the --with-completions row")
-    a = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    a = suite_arguments(__doc__)
     models, instances = (int(x) for x in a.scale.split(","))
     data = Path(a.data_dir)
     suite = prepare(data, models, instances)

@@ -12,7 +12,6 @@ fetched: the rebuild and comparison alone). Goal (issue 15): the DuckLake within
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import socket
@@ -26,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 LAKE_PY = ROOT / ".venv-ducklake" / "bin" / "python"
 
-from bench.bench_rebuild import prepare  # noqa: E402
+from bench.bench_rebuild import prepare, suite_arguments  # noqa: E402
 
 
 def run_import(python: Path, args: list[str]) -> tuple[float, float, str]:
@@ -53,11 +52,7 @@ def free_port() -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", default="13,1000", help="models,instances (default 13,1000: 182 runs)")
-    ap.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "medhelm-bench-rebuild"))
-    ap.add_argument("--no-completions", action="store_true", help="skip the --with-completions row")
-    a = ap.parse_args()
+    a = suite_arguments(__doc__)
     if not LAKE_PY.exists():
         sys.exit("bench_shared_store: no .venv-ducklake: bash scripts/setup.sh --with-ducklake")
     models, instances = (int(x) for x in a.scale.split(","))

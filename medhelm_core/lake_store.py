@@ -18,9 +18,15 @@ import duckdb
 
 from medhelm_core.resources import ddl
 from medhelm_core.storage import Storage, ducklake_ddl, open_ducklake
+from medhelm_core.store import DDL_FILES, Store, in_transaction
 
-# The store's DDL files (store.DDL_FILES) in the order the embedded store runs them.
-from medhelm_core.store import DDL_FILES, in_transaction
+
+def open_store(storage: Storage, scratch_dir: str | Path):
+    """The store a storage setting names: a `Store` on a DuckDB file, or a `LakeStore` (for the
+    commands that write a DuckLake: medhelm-import); `scratch_dir` holds staging files."""
+    if storage.kind == "ducklake":
+        return LakeStore(storage, scratch_dir)
+    return Store(storage.path)
 
 
 class LakeStore:

@@ -10,7 +10,7 @@ Values:
                    DuckDB's lakehouse format: its catalog in that PostgreSQL database, its data as
                    Parquet files under DIR, shared by every process that attaches it.  Needs the
                    [ducklake] extra: DuckDB 1.5.5 and its `ducklake` and `postgres` extensions from
-                   PyPI (`open_ducklake`). medhelm-import writes it (`open_store`); the other
+                   PyPI (`open_ducklake`). medhelm-import writes it (`lake_store.open_store`); the other
                    commands refuse it with one line for now (`database_file`).
 HELM's files (`runs/`, `groups/`, the page's exports) stay under the output path whichever storage
 holds the tables.
@@ -78,18 +78,6 @@ def parse_storage(url: str, flag: str = "--storage") -> Storage:
     return Storage("duckdb", path)
 
 
-def open_store(storage: Storage, scratch_dir: str | Path):
-    """The store a storage setting names: a `store.Store` on a DuckDB file, or a `lake_store.LakeStore`
-    (for the commands that write a DuckLake: medhelm-import); `scratch_dir` holds staging files."""
-    if storage.kind == "ducklake":
-        from medhelm_core.lake_store import LakeStore
-
-        return LakeStore(storage, scratch_dir)
-    from medhelm_core.store import Store
-
-    return Store(storage.path)
-
-
 def on_ducklake(conn) -> bool:
     """Whether the connection's current database is a DuckLake."""
     row = conn.execute("SELECT type FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
@@ -103,13 +91,18 @@ def run_ddl(conn, sql: str) -> None:
 
 def database_file(storage: Storage) -> Path:
     """The DuckDB file of the commands that need one. A DuckLake holds every table and medhelm-import
-    writes it (`open_store`), but medhelm-run's request claims need keys unique across processes,
+    writes it (`lake_store.open_store`), but medhelm-run's request claims need keys unique across processes,
     which a DuckLake does not give (they are to live in PostgreSQL itself), and the page reads a file:
     those refuse a DuckLake with one line rather than fail half-way."""
     if storage.kind != "duckdb":
         raise MedhelmError(f"{storage}: medhelm-run, -summarize and -server do not run on a DuckLake yet "
                            f"(medhelm-import does); use duckdb:PATH")
     return storage.path
+
+
+def sql_str(s: str) -> str:
+    """`s` as a SQL string literal (where DuckDB takes no parameter: ATTACH, LOAD, COPY ... TO, a view's text)."""
+    return "'" + s.replace("'", "''") + "'"
 
 
 def _shown(url: str) -> str:
@@ -159,8 +152,6 @@ def open_ducklake(storage: Storage):
     """A DuckDB connection with the DuckLake attached as `medhelm` and in use: the extensions loaded
     from their PyPI packages (nothing downloaded), the catalog created on first use."""
     import duckdb
-
-    from medhelm_core.store import sql_str
 
     files = [extension_file(pkg, name, duckdb.__version__) for pkg, name in DUCKLAKE_EXTENSIONS]
     conn = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})

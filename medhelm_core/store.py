@@ -22,7 +22,7 @@ import filelock
 
 from medhelm_core import journal, owners
 from medhelm_core.resources import ddl
-from medhelm_core.storage import DB_FILENAME, Storage, database_file
+from medhelm_core.storage import DB_FILENAME, Storage, database_file, sql_str  # noqa: F401 (sql_str: used from here)
 
 # Created on first write, in this order (sql/ddl/): the pipeline's tables, their additive
 # migrations, the summarize inputs, the edition comparison views, the cost views over all of them, then
@@ -211,11 +211,6 @@ class Store:
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
         with self.connect() as conn, in_transaction(conn):
             yield conn
-
-
-def sql_str(s: str) -> str:
-    """`s` as a SQL string literal (where DuckDB takes no parameter: ATTACH, COPY ... TO, a view's text)."""
-    return "'" + s.replace("'", "''") + "'"
 
 
 @contextmanager

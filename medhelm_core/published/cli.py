@@ -18,7 +18,8 @@ from typing import Optional
 
 from medhelm_core.errors import MedhelmError
 from medhelm_core.selections import ImportSelection, add_arguments
-from medhelm_core.storage import add_storage_argument, open_store, resolve_storage
+from medhelm_core.lake_store import open_store
+from medhelm_core.storage import add_storage_argument, resolve_storage
 
 PROG = "medhelm-import"
 LATEST = "latest"
