@@ -163,8 +163,11 @@ def open_ducklake(storage: Storage):
         try:
             conn.execute(f"ATTACH {sql_str('ducklake:postgres:' + storage.catalog_dsn)} AS {LAKE} "
                          f"(DATA_PATH {sql_str(storage.data_path)})")
-        except duckdb.Error as e:
-            raise MedhelmError(f"{storage}: cannot attach the DuckLake: {str(e).splitlines()[0]}") from None
+        except duckdb.Error as e:   # (libpq's message may quote the connection string: no password in ours)
+            reason = str(e).splitlines()[0]
+            if storage.catalog.get("password"):
+                reason = reason.replace(str(storage.catalog["password"]), "***")
+            raise MedhelmError(f"{storage}: cannot attach the DuckLake: {reason}") from None
         conn.execute(f"USE {LAKE}")
         # the long JSON columns (prompts, completions, annotations) compress far better than with Snappy
         conn.execute(f"CALL {LAKE}.set_option('parquet_compression', 'zstd')")
@@ -188,5 +191,6 @@ def ducklake_ddl(sql: str) -> str:
 
 def add_storage_argument(parser) -> None:
     parser.add_argument("--storage", default=None, metavar="URL",
-                        help=f"where the tables live: duckdb:PATH (default: duckdb:<output-path>/{DB_FILENAME}; "
-                             f"${ENV})")
+                        help=f"where the tables live: duckdb:PATH (default: duckdb:<output-path>/{DB_FILENAME}), "
+                             f"or ducklake:postgresql://USER@HOST:PORT/DB?data_path=DIR (medhelm-import; "
+                             f"the [ducklake] extra); ${ENV}")

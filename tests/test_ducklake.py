@@ -146,6 +146,19 @@ def test_the_readme_commands_for_the_shared_store_work_as_printed():
             shutil.rmtree(d, ignore_errors=True)
 
 
+def test_a_catalog_that_cannot_be_reached_is_one_line_without_the_password(tmp_path):
+    if not LAKE_PY.exists():
+        pytest.skip("no .venv-ducklake: bash scripts/setup.sh --with-ducklake")
+    script = ("import sys\nfrom medhelm_core.errors import MedhelmError\n"
+              "from medhelm_core.storage import open_ducklake, parse_storage\n"
+              "try:\n    open_ducklake(parse_storage(sys.argv[1]))\nexcept MedhelmError as e:\n    print(e)\n")
+    url = f"ducklake:postgresql://medhelm:s3cret@127.0.0.1:1/medhelm?data_path={tmp_path / 'lake'}"
+    r = subprocess.run([str(LAKE_PY), "-c", script, url], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 1 and "cannot attach the DuckLake" in lines[0] and "127.0.0.1:1/medhelm" in lines[0]
+    assert "s3cret" not in r.stdout + r.stderr
+
+
 def test_without_the_extra_the_error_is_one_line_naming_it(tmp_path):
     storage = parse_storage(f"ducklake:postgresql://medhelm@127.0.0.1:1/medhelm?data_path={tmp_path}")
     try:
