@@ -10,8 +10,9 @@ Values:
                    DuckDB's lakehouse format: its catalog in that PostgreSQL database, its data as
                    Parquet files under DIR, shared by every process that attaches it.  Needs the
                    [ducklake] extra: DuckDB 1.5.5 and its `ducklake` and `postgres` extensions from
-                   PyPI (`open_ducklake`). medhelm-import writes it (`lake_store.open_store`); the other
-                   commands refuse it with one line for now (`database_file`).
+                   PyPI (`open_ducklake`). medhelm-import writes it (`lake_store.open_store`), the page
+                   and its export read it; medhelm-run and -summarize refuse it with one line for
+                   now (`database_file`).
 HELM's files (`runs/`, `groups/`, the page's exports) stay under the output path whichever storage
 holds the tables.
 """
@@ -90,13 +91,13 @@ def run_ddl(conn, sql: str) -> None:
 
 
 def database_file(storage: Storage) -> Path:
-    """The DuckDB file of the commands that need one. A DuckLake holds every table and medhelm-import
-    writes it (`lake_store.open_store`), but medhelm-run's request claims need keys unique across processes,
-    which a DuckLake does not give (they are to live in PostgreSQL itself), and the page reads a file:
-    those refuse a DuckLake with one line rather than fail half-way."""
+    """The DuckDB file of the commands that need one. A DuckLake holds every table, medhelm-import
+    writes it (`lake_store.open_store`) and the page reads it, but medhelm-run's request claims need
+    keys unique across processes, which a DuckLake does not give (they are to live in PostgreSQL
+    itself): medhelm-run and medhelm-summarize refuse a DuckLake with one line rather than fail half-way."""
     if storage.kind != "duckdb":
-        raise MedhelmError(f"{storage}: medhelm-run, -summarize and -server do not run on a DuckLake yet "
-                           f"(medhelm-import does); use duckdb:PATH")
+        raise MedhelmError(f"{storage}: medhelm-run and medhelm-summarize do not run on a DuckLake yet "
+                           f"(medhelm-import writes one, medhelm-server and -export read one); use duckdb:PATH")
     return storage.path
 
 
@@ -148,26 +149,37 @@ def extension_file(package: str, name: str, duckdb_version: str) -> Path:
     return path
 
 
-def open_ducklake(storage: Storage):
-    """A DuckDB connection with the DuckLake attached as `medhelm` and in use: the extensions loaded
-    from their PyPI packages (nothing downloaded), the catalog created on first use."""
+def attach_ducklake(conn, storage: Storage, alias: str = LAKE, read_only: bool = False) -> None:
+    """Attach the DuckLake to a connection as `alias`, its extensions loaded from their PyPI packages
+    (nothing downloaded); the catalog is created on the first read-write attach."""
     import duckdb
 
-    files = [extension_file(pkg, name, duckdb.__version__) for pkg, name in DUCKLAKE_EXTENSIONS]
-    conn = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    for pkg, name in DUCKLAKE_EXTENSIONS:
+        conn.execute(f"LOAD {sql_str(str(extension_file(pkg, name, duckdb.__version__)))}")
+    if not read_only and "://" not in storage.data_path:
+        Path(storage.data_path).mkdir(parents=True, exist_ok=True)
     try:
-        for f in files:
-            conn.execute(f"LOAD {sql_str(str(f))}")
-        if "://" not in storage.data_path:
-            Path(storage.data_path).mkdir(parents=True, exist_ok=True)
-        try:
-            conn.execute(f"ATTACH {sql_str('ducklake:postgres:' + storage.catalog_dsn)} AS {LAKE} "
-                         f"(DATA_PATH {sql_str(storage.data_path)})")
-        except duckdb.Error as e:   # (libpq's message may quote the connection string: no password in ours)
-            reason = str(e).splitlines()[0]
-            if storage.catalog.get("password"):
-                reason = reason.replace(str(storage.catalog["password"]), "***")
-            raise MedhelmError(f"{storage}: cannot attach the DuckLake: {reason}") from None
+        conn.execute(f"ATTACH {sql_str('ducklake:postgres:' + storage.catalog_dsn)} AS {alias} "
+                     f"(DATA_PATH {sql_str(storage.data_path)}{', READ_ONLY' if read_only else ''})")
+    except duckdb.Error as e:   # (libpq's message may quote the connection string: no password in ours)
+        reason = str(e).splitlines()[0]
+        if storage.catalog.get("password"):
+            reason = reason.replace(str(storage.catalog["password"]), "***")
+        raise MedhelmError(f"{storage}: cannot attach the DuckLake: {reason}") from None
+
+
+def lake_connection():
+    """A DuckDB connection that never downloads or autoloads an extension."""
+    import duckdb
+
+    return duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+
+
+def open_ducklake(storage: Storage):
+    """A DuckDB connection with the DuckLake attached as `medhelm` and in use."""
+    conn = lake_connection()
+    try:
+        attach_ducklake(conn, storage)
         conn.execute(f"USE {LAKE}")
         # the long JSON columns (prompts, completions, annotations) compress far better than with Snappy
         conn.execute(f"CALL {LAKE}.set_option('parquet_compression', 'zstd')")

@@ -146,7 +146,7 @@ def serve_in_thread(reader: Reader, host: str = "127.0.0.1", port: int = 0,
 def run_forever(reader: Reader, host: str, port: int, redact: bool = False,
                 announce: Callable[[str], None] = print) -> None:
     server = make_server(reader, host, port, redact)
-    announce(f"medhelm-server: {reader.db_path} -> http://{host}:{server.server_address[1]}/  (Ctrl-C to stop)")
+    announce(f"medhelm-server: {reader.where} -> http://{host}:{server.server_address[1]}/  (Ctrl-C to stop)")
     try:
         server.serve_forever()
     except KeyboardInterrupt:

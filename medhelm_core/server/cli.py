@@ -6,7 +6,7 @@ import logging
 import sys
 
 from medhelm_core.errors import MedhelmError
-from medhelm_core.storage import add_storage_argument, database_file, resolve_storage
+from medhelm_core.storage import add_storage_argument, resolve_storage
 
 from .data import DataError, Reader
 
@@ -23,10 +23,12 @@ def _reader(args: argparse.Namespace) -> Reader:
     if args.suite and args.release:
         raise DataError("give --suite or --release, not both")
     try:
-        db_path = database_file(resolve_storage(args.storage, args.output_path))
+        storage = resolve_storage(args.storage, args.output_path)
     except MedhelmError as e:
         raise DataError(str(e)) from None
-    return Reader(args.output_path, suite=args.suite, release=args.release, suites=args.suites, db_path=db_path)
+    if storage.kind == "ducklake":
+        return Reader(args.output_path, suite=args.suite, release=args.release, suites=args.suites, lake=storage)
+    return Reader(args.output_path, suite=args.suite, release=args.release, suites=args.suites, db_path=storage.path)
 
 
 def export_main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,8 @@ import filelock
 
 from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH, load_model_registry, model_metadata_to_tables
 from medhelm_core.published.leaderboard import registry_from_schema
+from medhelm_core.errors import MedhelmError
+from medhelm_core.storage import Storage, attach_ducklake, lake_connection
 from medhelm_core.store import DB_FILENAME, sql_str
 from medhelm_core.summarize.analytics import analytics_models
 from medhelm_core.summarize.kept import KEPT_SCHEMA
@@ -111,11 +113,14 @@ class Reader:
 
     def __init__(self, output_path: str | Path, suite: Optional[str] = None, release: Optional[str] = None,
                  suites: Optional[list[str]] = None, lock_timeout_s: float = 30.0,
-                 db_path: Optional[str | Path] = None):
+                 db_path: Optional[str | Path] = None, lake: Optional[Storage] = None):
         if suite and release:
             raise DataError("give --suite or --release, not both")
         self.output_path = Path(output_path)
         self.db_path = Path(db_path) if db_path else self.output_path / DB_FILENAME   # --storage duckdb:PATH
+        self.lake = lake          # --storage ducklake:…: read through an attach, never a file
+        self.where = str(lake) if lake else str(self.db_path)
+        self._stamp_conn = None
         self.suite, self.release, self.suites = suite, release, list(suites or [])
         self.lock_timeout_s = lock_timeout_s
         self._mutex = threading.RLock()
@@ -123,6 +128,11 @@ class Reader:
 
     # -- file access ------------------------------------------------------------------------
     def stamp(self) -> tuple:
+        if self.lake is not None:   # the lake's newest snapshot: every commit makes one
+            with self._mutex:
+                if self._stamp_conn is None:
+                    self._stamp_conn = self._attached()
+                return tuple(self._stamp_conn.execute("SELECT max(snapshot_id) FROM ducklake_snapshots('src')").fetchone())
         out = []
         for p in (self.db_path, Path(str(self.db_path) + ".wal")):
             try:
@@ -132,8 +142,25 @@ class Reader:
                 out.append(None)
         return tuple(out)
 
+    def _attached(self) -> duckdb.DuckDBPyConnection:
+        """An in-memory connection with the store attached read-only as `src`."""
+        if self.lake is not None:
+            conn = lake_connection()
+            try:
+                attach_ducklake(conn, self.lake, "src", read_only=True)
+            except MedhelmError as e:
+                conn.close()
+                raise DataError(str(e)) from None
+            return conn
+        conn = duckdb.connect()
+        conn.execute(f"ATTACH {sql_str(str(self.db_path))} AS src (READ_ONLY)")
+        return conn
+
     @contextmanager
     def _file_lock(self) -> Iterator[None]:
+        if self.lake is not None:   # a DuckLake takes readers beside writers: nothing to wait for
+            yield
+            return
         lock = filelock.FileLock(str(self.db_path) + ".lock", timeout=self.lock_timeout_s)
         try:
             lock.acquire()
@@ -150,6 +177,14 @@ class Reader:
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-only connection, held only for the duration of the block."""
+        if self.lake is not None:
+            conn = self._attached()
+            try:
+                conn.execute("USE src")
+                yield conn
+            finally:
+                conn.close()
+            return
         if not self.db_path.exists():
             raise DataError(f"no database at {self.db_path}: run medhelm-run and medhelm-summarize first")
         with self._mutex, self._file_lock():
@@ -240,7 +275,7 @@ class Reader:
             row = conn.execute("SELECT local_suites FROM published_targets WHERE target = ?", [release]).fetchone()
             if row and row[0]:
                 return list(row[0])
-        raise DataError(f"release {release!r} is neither summarized in {self.db_path} (no {path}) nor imported: "
+        raise DataError(f"release {release!r} is neither summarized in {self.where} (no {path}) nor imported: "
                         f"run medhelm-summarize --release {release} --suites … (or medhelm-import)")
 
     def _build_snapshot(self) -> dict:
@@ -259,7 +294,7 @@ class Reader:
             with self._mutex, self._file_lock():
                 snap = self._rebuild_in_memory(target)
                 snap["rebuilt_in_memory"] = True
-        snap["db_path"] = str(self.db_path)
+        snap["db_path"] = self.where
         snap["generated_at"] = _dt.datetime.now().isoformat(timespec="seconds")
         return snap
 
@@ -268,9 +303,8 @@ class Reader:
         the schema and model tables a summarize left for this target, or -- for a published target
         imported by medhelm-import and never summarized here -- its own schema.json, as the import's
         rebuild does."""
-        mem = duckdb.connect()
+        mem = self._attached()
         try:
-            mem.execute(f"ATTACH {sql_str(str(self.db_path))} AS src (READ_ONLY)")
             src_tables = _tables(mem, "src")
             summarized = "schema_run_groups" in src_tables and mem.execute(
                 "SELECT count(*) FROM src.main.schema_run_groups WHERE target = ?", [target.name]).fetchone()[0] > 0
@@ -279,7 +313,7 @@ class Reader:
                 published = mem.execute("SELECT mode, local_suites FROM src.main.published_targets WHERE target = ?",
                                         [target.name]).fetchone()
             if not summarized and not published:
-                raise DataError(f"{target.mode} {target.name!r} has never been summarized in {self.db_path}: "
+                raise DataError(f"{target.mode} {target.name!r} has never been summarized in {self.where}: "
                                 f"run medhelm-summarize --{target.mode} {target.name} first")
             if published:
                 target.mode, target.suites = published[0] or target.mode, list(published[1] or target.suites)
