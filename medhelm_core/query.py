@@ -3,6 +3,10 @@
     .venv/bin/python -m medhelm_core.query benchmark_output/medhelm.duckdb "SELECT * FROM run_costs"
     .venv/bin/python -m medhelm_core.query benchmark_output/medhelm.duckdb < query.sql
     .venv/bin/python -m medhelm_core.query benchmark_output/medhelm.duckdb        # type statements, end with ;
+    .venv-ducklake/bin/python -m medhelm_core.query "ducklake:postgresql://…?data_path=DIR" "SELECT …"
+
+The first argument is a DuckDB file, or a storage URL (medhelm_core.storage: duckdb:PATH, or a
+shared DuckLake, attached read-only).
 
 PyPI's DuckDB command line (`duckdb-cli`) lags the Python package by a storage version (1.5.x
 cannot open a file written by DuckDB 2.0), so this is the way to the file that always matches;
@@ -16,6 +20,9 @@ from pathlib import Path
 
 import duckdb
 
+from medhelm_core.errors import MedhelmError
+from medhelm_core.storage import attach_ducklake, lake_connection, parse_storage
+
 
 def _statements(text: str) -> list[str]:
     return [s.strip() for s in text.split(";") if s.strip()]
@@ -28,19 +35,38 @@ def run(conn: duckdb.DuckDBPyConnection, sql: str, out=sys.stdout) -> None:
             print(rel, file=out)
 
 
+def _connect(target: str) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to a DuckDB file, or to the store a storage URL names."""
+    if target.startswith(("duckdb:", "ducklake:")):
+        storage = parse_storage(target, "the store")
+        if storage.kind == "ducklake":
+            conn = lake_connection()
+            try:
+                attach_ducklake(conn, storage, "medhelm", read_only=True)
+                conn.execute("USE medhelm")
+            except BaseException:
+                conn.close()
+                raise
+            return conn
+        target = str(storage.path)
+    db = Path(target)
+    if not db.is_file():
+        raise MedhelmError(f"{db} does not exist")
+    try:
+        return duckdb.connect(str(db), read_only=True)
+    except duckdb.Error as e:
+        raise MedhelmError(f"{db}: {str(e).splitlines()[0]}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help"):
-        print(__doc__.strip().splitlines()[0] + "\nusage: python -m medhelm_core.query DB_FILE [SQL]", file=sys.stderr)
+        print(__doc__.strip().splitlines()[0] + "\nusage: python -m medhelm_core.query DB_FILE|STORAGE_URL [SQL]", file=sys.stderr)
         return 0 if args else 2
-    db = Path(args[0])
-    if not db.is_file():
-        print(f"medhelm-query: error: {db} does not exist", file=sys.stderr)
-        return 2
     try:
-        conn = duckdb.connect(str(db), read_only=True)
-    except duckdb.Error as e:
-        print(f"medhelm-query: error: {db}: {str(e).splitlines()[0]}", file=sys.stderr)
+        conn = _connect(args[0])
+    except (MedhelmError, duckdb.Error) as e:
+        print(f"medhelm-query: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
     try:
         if len(args) > 1:

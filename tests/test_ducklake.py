@@ -117,6 +117,13 @@ def test_medhelm_import_into_a_ducklake_rebuilds_every_cell_as_into_a_file(lake,
     assert ", 0 fetched (0.0 MB), 107 unchanged" in again[0] and again[-1].split("; rebuilt")[0] == file_lines[-1].split("; rebuilt")[0]
     assert not (tmp_path / "out" / "medhelm.duckdb").exists() and list(data.rglob("*.parquet"))
 
+    # SQL on either store by its URL (read-only: the lake attached beside any writer)
+    sql = "SELECT count(*) AS runs FROM published_runs"
+    for python, target in ((LAKE_PY, url), (ROOT / ".venv" / "bin" / "python", f"duckdb:{tmp_path / 'file' / 'medhelm.duckdb'}")):
+        r = subprocess.run([str(python), "-m", "medhelm_core.query", target, sql], cwd=ROOT, capture_output=True,
+                           text=True, timeout=300, env=env)
+        assert r.returncode == 0 and "│ 28 │" in r.stdout.replace("  ", " ").replace("  ", " "), r.stdout + r.stderr
+
     # the page's export, read from the lake and from the file: the same data, file for file
     for python, where, extra in ((LAKE_PY, "lake_site", ["-o", str(tmp_path / "out"), "--storage", url]),
                                  (ROOT / ".venv" / "bin" / "python", "file_site", ["-o", str(tmp_path / "file")])):
