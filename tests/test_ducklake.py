@@ -55,6 +55,18 @@ print(json.dumps({"n": n, "text": text, "files": files, "total": conn.execute("S
 """
 
 
+STAMPS = r"""
+import sys
+from medhelm_core.server.data import Reader
+from medhelm_core.storage import parse_storage
+
+reader = Reader("out", suite="public-n50", lake=parse_storage(sys.argv[1]))
+print(reader.stamp(), flush=True)
+sys.stdin.readline()
+print(reader.stamp(), flush=True)
+"""
+
+
 @pytest.fixture
 def lake(tmp_path):
     if not HAS_PG:
@@ -113,7 +125,13 @@ def test_medhelm_import_into_a_ducklake_rebuilds_every_cell_as_into_a_file(lake,
     file_lines = imported(ROOT / ".venv" / "bin" / "python", "-o", str(tmp_path / "file"))
     assert lake_lines[-1].startswith("public-n50: valued cells equal 608/608")
     assert lake_lines[-1].split("; rebuilt")[0] == file_lines[-1].split("; rebuilt")[0]
+    # a running page's reader sees the next commit (its cache is keyed on the lake's newest snapshot)
+    watcher = subprocess.Popen([str(LAKE_PY), "-c", STAMPS, url], cwd=ROOT, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, env=env)
+    before = watcher.stdout.readline().strip()
     again = imported(LAKE_PY, "-o", str(tmp_path / "out"), "--storage", url)
+    after, _ = watcher.communicate("\n", timeout=120)
+    assert before and after.strip() and after.strip() != before
     assert ", 0 fetched (0.0 MB), 107 unchanged" in again[0] and again[-1].split("; rebuilt")[0] == file_lines[-1].split("; rebuilt")[0]
     assert not (tmp_path / "out" / "medhelm.duckdb").exists() and list(data.rglob("*.parquet"))
 

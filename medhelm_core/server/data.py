@@ -25,9 +25,9 @@ from typing import Any, Callable, Iterator, Optional
 import duckdb
 import filelock
 
+from medhelm_core.errors import MedhelmError
 from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH, load_model_registry, model_metadata_to_tables
 from medhelm_core.published.leaderboard import registry_from_schema
-from medhelm_core.errors import MedhelmError
 from medhelm_core.storage import Storage, attach_ducklake, lake_connection
 from medhelm_core.store import DB_FILENAME, sql_str
 from medhelm_core.summarize.analytics import analytics_models
