@@ -5,7 +5,7 @@
 * Crash-safe: the worker that receives an answer writes it to the answer journal (`journal.py`)
   before anything else, so it survives a kill -9 from that instant; answers are then committed to
   DuckDB in one transaction per batch (what arrived within `commit_interval_s`, 0.5 s; at most
-  `flush_every`), under the store's file lock, leaving out any answer whose key is stored. A kill
+  `flush_every`), under the store's file lock, with `INSERT OR IGNORE` on the primary key. A kill
   -9 at any moment loses only the requests in flight; the next process replays the journal, asks
   only for the rest, and no row is ever duplicated.
 * One asker per request across processes: before sending, a process claims its requests in

@@ -227,20 +227,21 @@ def in_transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyC
 
 def insert_answers(conn: duckdb.DuckDBPyConnection, rows: list) -> None:
     """`completions` rows (COMPLETION_COLUMNS order); an answer already there is kept."""
-    insert_values(conn, "completions", COMPLETION_COLUMNS, [tuple(r) for r in rows], unique_by=("request_key",))
+    insert_values(conn, "completions", COMPLETION_COLUMNS, [tuple(r) for r in rows], or_ignore=True)
 
 
 def insert_values(conn: duckdb.DuckDBPyConnection, table: str, columns: list[str], rows: list[tuple],
-                  unique_by: tuple[str, ...] = ()) -> None:
+                  or_ignore: bool = False) -> None:
     """A few rows as one multi-row VALUES statement (DuckDB plans it in ~2 ms a row); more through
-    `insert_rows` (a registered frame: ~10 ms whatever the size). `unique_by`: see `insert_rows`."""
+    `insert_rows` (a registered frame: ~10 ms whatever the size)."""
     if not rows:
         return
-    if len(rows) > 4 or unique_by:
-        insert_rows(conn, table, columns, rows, unique_by=unique_by)
+    if len(rows) > 4:
+        insert_rows(conn, table, columns, rows, or_ignore=or_ignore)
         return
     one = "(" + ", ".join("?" * len(columns)) + ")"
-    conn.execute(f"INSERT INTO {table} ({', '.join(columns)}) VALUES {', '.join([one] * len(rows))}",
+    verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
+    conn.execute(f"{verb} INTO {table} ({', '.join(columns)}) VALUES {', '.join([one] * len(rows))}",
                  [v for row in rows for v in row])
 
 
@@ -270,10 +271,8 @@ def replay_answers(conn: duckdb.DuckDBPyConnection, db_path: str | Path, dead=No
 
 
 def insert_rows(conn: duckdb.DuckDBPyConnection, table: str, columns: list[str], rows: list[tuple],
-                unique_by: tuple[str, ...] = ()) -> None:
-    """Bulk insert (DuckDB's executemany runs one statement per row, far too slow for stats).
-    `unique_by`: the key columns; a row whose key the table (or an earlier row) already has is left
-    out, as INSERT OR IGNORE would on a primary key, which a DuckLake does not have."""
+                or_ignore: bool = False) -> None:
+    """Bulk insert (DuckDB's executemany runs one statement per row, far too slow for stats)."""
     if not rows:
         return
     import pandas as pd
@@ -282,13 +281,7 @@ def insert_rows(conn: duckdb.DuckDBPyConnection, table: str, columns: list[str],
     conn.register("_medhelm_rows", frame)
     try:
         cols = ", ".join(columns)
-        if unique_by:
-            key = ", ".join(unique_by)
-            match = " AND ".join(f"t.{c} = f.{c}" for c in unique_by)
-            conn.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM "
-                         f"(SELECT DISTINCT ON ({key}) * FROM _medhelm_rows) f "
-                         f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {match})")
-        else:
-            conn.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _medhelm_rows")
+        verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
+        conn.execute(f"{verb} INTO {table} ({cols}) SELECT {cols} FROM _medhelm_rows")
     finally:
         conn.unregister("_medhelm_rows")
