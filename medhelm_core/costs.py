@@ -24,15 +24,10 @@ from typing import Any
 from medhelm_core.errors import MedhelmError
 
 def record_prices(conn, prices: dict[str, Any]) -> None:
-    """Replace the prices in use (deployment name -> DeploymentSettings); unpriced ones are skipped.
-    (Delete, then insert, inside the caller's transaction: a DuckLake has no primary key to upsert on.)"""
+    """Upsert the prices in use (deployment name -> DeploymentSettings); unpriced ones are skipped."""
     rows = [(name, s.input_per_million, s.output_per_million) for name, s in prices.items() if s.priced]
-    if not rows:
-        return
-    conn.execute("DELETE FROM deployment_prices WHERE model_deployment IN (SELECT unnest(?::VARCHAR[]))",
-                 [[name for name, _, _ in rows]])
     for name, inp, out in rows:
-        conn.execute("INSERT INTO deployment_prices (model_deployment, input_per_million,"
+        conn.execute("INSERT OR REPLACE INTO deployment_prices (model_deployment, input_per_million,"
                      " output_per_million, updated_at) VALUES (?, ?, ?, current_timestamp)", [name, inp, out])
 
 

@@ -83,9 +83,8 @@ def build_dataset(ws: Workspace, partition_key: str) -> dict:
         with ws.store.transaction() as conn:
             conn.execute("DELETE FROM instances WHERE scenario_key = ?", [key])
             insert_rows(conn, "instances", ["scenario_key", "position", "instance_id", "split", "instance"], rows)
-            conn.execute("DELETE FROM datasets WHERE scenario_key = ?", [key])   # (no upsert on a DuckLake)
             conn.execute(
-                "INSERT INTO datasets (scenario_key, class_name, args, tier, content_hash, num_instances,"
+                "INSERT OR REPLACE INTO datasets (scenario_key, class_name, args, tier, content_hash, num_instances,"
                 " scenario, scenario_metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [key, sspec["class_name"], json.dumps(sspec["args"]), defn.tier, content, len(rows),
                  json.dumps(defn.metadata(sspec["args"])), json.dumps(_helm_metadata(defn, sspec["args"]))])

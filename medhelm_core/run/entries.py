@@ -77,16 +77,11 @@ def register_runs(ws: Workspace, suite: str, entries: list[tuple[Any, dict]]) ->
                      ws.edition, _deployment_json(ws, adapter.get("model_deployment"))))
         sspec = spec["scenario_spec"]
         scenario_rows[scenario_partition_key(sspec, ws.edition)] = (tier, json.dumps(sspec, ensure_ascii=False))
-    rows = list({(r[0], r[1]): r for r in rows}.values())   # a run named twice: its last entry, as an upsert kept
-    with ws.store.transaction() as conn:   # replace: delete, then insert (no upsert on a DuckLake)
-        conn.execute("DELETE FROM run_entries WHERE suite = ? AND run_name IN (SELECT unnest(?::VARCHAR[]))",
-                     [suite, [r[1] for r in rows]])
-        conn.execute("DELETE FROM scenario_specs WHERE partition_key IN (SELECT unnest(?::VARCHAR[]))",
-                     [list(scenario_rows)])
+    with ws.store.transaction() as conn:
         conn.executemany(
-            "INSERT INTO run_entries (suite, run_name, description, priority, conf_path, tier, model,"
+            "INSERT OR REPLACE INTO run_entries (suite, run_name, description, priority, conf_path, tier, model,"
             " model_deployment, run_spec, edition, deployment) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        conn.executemany("INSERT INTO scenario_specs (partition_key, tier, scenario_spec, edition)"
+        conn.executemany("INSERT OR REPLACE INTO scenario_specs (partition_key, tier, scenario_spec, edition)"
                          " VALUES (?, ?, ?, ?)", [(k, t, sp, ws.edition) for k, (t, sp) in scenario_rows.items()])
     return [RunRef(suite, spec["name"]) for _, spec in entries]
 

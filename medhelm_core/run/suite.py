@@ -141,8 +141,7 @@ def unchanged(ws: Workspace, suite_name: str, entries: list[tuple]) -> bool:
 def _record_fingerprint(ws: Workspace, run: RunRef) -> None:
     now, _ = _current_fingerprints(ws, [run])
     with ws.store.transaction() as conn:
-        conn.execute("DELETE FROM run_fingerprints WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
-        conn.execute("INSERT INTO run_fingerprints (suite, run_name, fingerprint) VALUES (?, ?, ?)",
+        conn.execute("INSERT OR REPLACE INTO run_fingerprints (suite, run_name, fingerprint) VALUES (?, ?, ?)",
                      [run.suite, run.run_name, now[run]])
 
 
