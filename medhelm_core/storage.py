@@ -6,7 +6,7 @@
 Values:
   duckdb:PATH      a DuckDB file anywhere; without a setting, `duckdb:<output-path>/medhelm.duckdb`
                    (the embedded default)
-  ducklake:postgresql://USER[:PASSWORD]@HOST[:PORT]/DB?data_path=DIR
+  ducklake:postgresql://USER[:PASSWORD]@HOST[:PORT]/DB?data_path=DIR[&sslmode=…]
                    DuckDB's lakehouse format: its catalog in that PostgreSQL database, its data as
                    Parquet files under DIR, shared by every process that attaches it.  Needs the
                    [ducklake] extra: DuckDB 1.5.5 and its `ducklake` and `postgres` extensions from
@@ -35,12 +35,13 @@ DB_FILENAME = "medhelm.duckdb"
 @dataclass(frozen=True)
 class Storage:
     """A resolved storage setting: 'duckdb' and the database file's path, or 'ducklake' with its
-    catalog's PostgreSQL connection (libpq keywords) and the Parquet files' folder or bucket URL."""
+    catalog's PostgreSQL connection (libpq keywords, the password apart) and the Parquet files' folder."""
 
     kind: str
     path: Optional[Path] = None
     catalog: Optional[dict] = None
     data_path: Optional[str] = None
+    password: Optional[str] = None   # given to libpq as $PGPASSWORD, never in a connection string
 
     def __str__(self) -> str:   # never the password: this is what logs and errors show
         if self.kind == "duckdb":
@@ -51,8 +52,9 @@ class Storage:
 
     @property
     def catalog_dsn(self) -> str:
-        """The catalog as a libpq connection string ("dbname=… host=… port=… user=…")."""
-        return " ".join(f"{k}={v}" for k, v in (self.catalog or {}).items())
+        """The catalog as a libpq connection string (dbname='…' host='…' …; no password: libpq takes
+        it from $PGPASSWORD or ~/.pgpass, and DuckDB's errors quote the connection string)."""
+        return " ".join(f"{k}='{_libpq_value(v)}'" for k, v in (self.catalog or {}).items())
 
 
 def resolve_storage(url: Optional[str], output_path: str | Path, flag: str = "--storage") -> Storage:
@@ -106,9 +108,13 @@ def sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+def _libpq_value(v) -> str:
+    return str(v).replace("\\", "\\\\").replace("'", "\\'")
+
+
 def _shown(url: str) -> str:
-    """The URL without its password (errors and logs)."""
-    return re.sub(r"(//[^:/@]+):[^@/]*@", r"\1:***@", url)
+    """The URL without its password (errors and logs), up to the last @ before the host."""
+    return re.sub(r"(//[^:/@]+):[^/]*@", r"\1:***@", url)
 
 
 def _parse_ducklake(url: str, rest: str, flag: str) -> Storage:
@@ -117,16 +123,24 @@ def _parse_ducklake(url: str, rest: str, flag: str) -> Storage:
     if u.scheme not in ("postgresql", "postgres") or not u.hostname or not u.path.strip("/"):
         raise MedhelmError(f"{where}: the catalog must be a PostgreSQL URL, "
                            f"ducklake:postgresql://USER@HOST:PORT/DB?data_path=DIR")
-    query = parse_qs(u.query)
-    data_path = (query.get("data_path") or [""])[0]
+    query = {k: v[-1] for k, v in parse_qs(u.query, keep_blank_values=True).items()}
+    data_path = query.pop("data_path", "")
     if not data_path:
-        raise MedhelmError(f"{where}: name the Parquet files' folder or bucket, ?data_path=DIR (or gs://BUCKET/PREFIX)")
-    catalog = {"dbname": unquote(u.path.strip("/")), "host": u.hostname, "port": u.port or 5432}
+        raise MedhelmError(f"{where}: name the Parquet files' folder, ?data_path=DIR")
+    if "://" in data_path:   # object stores need DuckDB's httpfs extension, which the [ducklake] extra lacks
+        raise MedhelmError(f"{where}: data_path must be a folder here (the DuckLake's Parquet files in an object "
+                           f"store need DuckDB's httpfs extension, not in the [ducklake] extra)")
+    try:
+        port = u.port or 5432
+    except ValueError:
+        raise MedhelmError(f"{where}: the port must be a number") from None
+    catalog = {"dbname": unquote(u.path.strip("/")), "host": u.hostname, "port": port}
     if u.username:
         catalog["user"] = unquote(u.username)
-    if u.password:   # better in $PGPASSWORD or ~/.pgpass: libpq reads them, and nothing shows them
-        catalog["password"] = unquote(u.password)
-    return Storage("ducklake", catalog=catalog, data_path=data_path)
+    catalog.update(query)   # other libpq keywords (sslmode=require, connect_timeout=10, …) as given
+    # better in $PGPASSWORD or ~/.pgpass; given in the URL, it goes to libpq through $PGPASSWORD
+    return Storage("ducklake", catalog=catalog, data_path=data_path,
+                   password=unquote(u.password) if u.password else None)
 
 
 # -- DuckLake ------------------------------------------------------------------------------------
@@ -156,16 +170,15 @@ def attach_ducklake(conn, storage: Storage, alias: str = LAKE, read_only: bool =
 
     for pkg, name in DUCKLAKE_EXTENSIONS:
         conn.execute(f"LOAD {sql_str(str(extension_file(pkg, name, duckdb.__version__)))}")
-    if not read_only and "://" not in storage.data_path:
+    if storage.password:   # the postgres extension opens connections later too: libpq reads it from here
+        os.environ["PGPASSWORD"] = storage.password
+    if not read_only:
         Path(storage.data_path).mkdir(parents=True, exist_ok=True)
     try:
         conn.execute(f"ATTACH {sql_str('ducklake:postgres:' + storage.catalog_dsn)} AS {alias} "
                      f"(DATA_PATH {sql_str(storage.data_path)}{', READ_ONLY' if read_only else ''})")
-    except duckdb.Error as e:   # (libpq's message may quote the connection string: no password in ours)
-        reason = str(e).splitlines()[0]
-        if storage.catalog.get("password"):
-            reason = reason.replace(str(storage.catalog["password"]), "***")
-        raise MedhelmError(f"{storage}: cannot attach the DuckLake: {reason}") from None
+    except duckdb.Error as e:   # (libpq's message quotes the connection string, which holds no password)
+        raise MedhelmError(f"{storage}: cannot attach the DuckLake: {str(e).splitlines()[0]}") from None
 
 
 def lake_connection():

@@ -27,6 +27,8 @@ def test_flag_then_environment_then_the_output_paths_file(tmp_path, monkeypatch)
     ("duckdb:", "needs the database file's path"),
     ("ducklake:mysql://medhelm@127.0.0.1/medhelm?data_path=/data", "the catalog must be a PostgreSQL URL"),
     ("ducklake:postgresql://medhelm@127.0.0.1:5432/medhelm", "?data_path=DIR"),
+    ("ducklake:postgresql://medhelm@127.0.0.1:54x/medhelm?data_path=/d", "the port must be a number"),
+    ("ducklake:postgresql://medhelm@127.0.0.1/medhelm?data_path=gs://bucket/lake", "must be a folder here"),
 ])
 def test_a_bad_setting_is_one_line_naming_the_flag(url, says, monkeypatch):
     monkeypatch.delenv(ENV, raising=False)
@@ -42,13 +44,16 @@ def test_a_ducklake_url_and_its_password_never_shown(monkeypatch):
     from medhelm_core.storage import database_file
 
     monkeypatch.delenv(ENV, raising=False)
-    s = resolve_storage("ducklake:postgresql://team:s3cret@db.example:6543/lake?data_path=gs://bucket/medhelm", "out")
-    assert s.kind == "ducklake" and s.data_path == "gs://bucket/medhelm"
-    assert s.catalog_dsn == "dbname=lake host=db.example port=6543 user=team password=s3cret"
-    assert "s3cret" not in str(s) and str(s) == "ducklake:postgresql://team@db.example:6543/lake?data_path=gs://bucket/medhelm"
-    with pytest.raises(MedhelmError) as e:
-        resolve_storage("ducklake:mysql://team:s3cret@db/lake?data_path=/d", "out")
-    assert "s3cret" not in str(e.value)
+    s = resolve_storage("ducklake:postgresql://team:s3cret@db.example:6543/lake?data_path=/srv/lake&sslmode=require", "out")
+    assert s.kind == "ducklake" and s.data_path == "/srv/lake" and s.password == "s3cret"
+    assert s.catalog_dsn == "dbname='lake' host='db.example' port='6543' user='team' sslmode='require'"
+    assert "s3cret" not in str(s) and str(s) == "ducklake:postgresql://team@db.example:6543/lake?data_path=/srv/lake"
+    odd = resolve_storage("ducklake:postgresql://o%27brien:p%40ss%20w@db/my%20db?data_path=/d", "out")
+    assert odd.catalog_dsn == "dbname='my db' host='db' port='5432' user='o\\'brien'" and odd.password == "p@ss w"
+    for url in ("ducklake:mysql://team:s3cret@db/lake?data_path=/d", "ducklake:mysql://team:s3@cret@db/lake?data_path=/d"):
+        with pytest.raises(MedhelmError) as e:
+            resolve_storage(url, "out")
+        assert "s3" not in str(e.value) and "cret" not in str(e.value)
     with pytest.raises(MedhelmError, match="do not run on a DuckLake yet"):
         database_file(s)
 

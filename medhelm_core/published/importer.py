@@ -626,13 +626,16 @@ class Importer:
 
 
 def fill_annotation_entries(conn) -> int:
-    """Take the annotation entries out of request states imported before published_annotation_entries
-    existed (a store of an earlier version), one run per transaction; return the runs filled.  A
-    no-op once the table has rows: every import fills it with the request states it ingests."""
-    if conn.execute("SELECT count(*) FROM (SELECT 1 FROM published_annotation_entries LIMIT 1)").fetchone()[0]:
-        return 0
-    runs = conn.execute("SELECT DISTINCT suite, run_name FROM published_request_states "
-                        "WHERE annotations IS NOT NULL ORDER BY ALL").fetchall()
+    """Take the annotation entries out of the request states of runs that have none (imported before
+    published_annotation_entries existed, by a store of an earlier version, or a fill that was
+    interrupted), one run per transaction; return the runs filled. Every import fills the table
+    with the request states it ingests, so this finds nothing once a store is up to date (runs whose
+    annotations hold no object are looked at again, and give nothing again)."""
+    runs = conn.execute("""SELECT DISTINCT suite, run_name FROM published_request_states r
+                           WHERE annotations IS NOT NULL AND NOT EXISTS (
+                               SELECT 1 FROM published_annotation_entries e
+                               WHERE e.suite = r.suite AND e.run_name = r.run_name)
+                           ORDER BY ALL""").fetchall()
     for suite, run_name in runs:
         with in_transaction(conn):
             conn.execute(ANNOTATION_ENTRIES_SQL.format(

@@ -17,6 +17,7 @@ import datetime as _dt
 import json
 import math
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,6 +122,7 @@ class Reader:
         self.lake = lake          # --storage ducklake:…: read through an attach, never a file
         self.where = str(lake) if lake else str(self.db_path)
         self._stamp_conn = None
+        self._stamp_lock = threading.Lock()
         self.suite, self.release, self.suites = suite, release, list(suites or [])
         self.lock_timeout_s = lock_timeout_s
         self._mutex = threading.RLock()
@@ -129,10 +131,17 @@ class Reader:
     # -- file access ------------------------------------------------------------------------
     def stamp(self) -> tuple:
         if self.lake is not None:   # the lake's newest snapshot: every commit makes one
-            with self._mutex:
-                if self._stamp_conn is None:
-                    self._stamp_conn = self._attached()
-                return tuple(self._stamp_conn.execute("SELECT max(snapshot_id) FROM ducklake_snapshots('src')").fetchone())
+            with self._stamp_lock:   # (not the rebuild's mutex: a cache hit never waits for a rebuild)
+                try:
+                    if self._stamp_conn is None:
+                        self._stamp_conn = self._attached()
+                    return tuple(self._stamp_conn.execute(
+                        "SELECT max(snapshot_id) FROM ducklake_snapshots('src')").fetchone())
+                except (duckdb.Error, DataError):   # the catalog is away: attach again next time; no cache
+                    if self._stamp_conn is not None:   # entry matches this stamp, and the build's error
+                        self._stamp_conn.close()       # falls back to the last good answer
+                        self._stamp_conn = None
+                    return ("unavailable", time.monotonic())
         out = []
         for p in (self.db_path, Path(str(self.db_path) + ".wal")):
             try:
