@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 
 from medhelm_core.errors import MedhelmError
-from medhelm_core.storage import attach_ducklake, lake_connection, parse_storage
+from medhelm_core.storage import open_ducklake, parse_storage
 
 
 def _statements(text: str) -> list[str]:
@@ -40,14 +40,7 @@ def _connect(target: str) -> duckdb.DuckDBPyConnection:
     if target.startswith(("duckdb:", "ducklake:")):
         storage = parse_storage(target, "the store")
         if storage.kind == "ducklake":
-            conn = lake_connection()
-            try:
-                attach_ducklake(conn, storage, "medhelm", read_only=True)
-                conn.execute("USE medhelm")
-            except BaseException:
-                conn.close()
-                raise
-            return conn
+            return open_ducklake(storage, read_only=True)
         target = str(storage.path)
     db = Path(target)
     if not db.is_file():

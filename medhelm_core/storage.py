@@ -188,14 +188,14 @@ def lake_connection():
     return duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
 
 
-def open_ducklake(storage: Storage):
+def open_ducklake(storage: Storage, read_only: bool = False):
     """A DuckDB connection with the DuckLake attached as `medhelm` and in use."""
     conn = lake_connection()
     try:
-        attach_ducklake(conn, storage)
+        attach_ducklake(conn, storage, read_only=read_only)
         conn.execute(f"USE {LAKE}")
-        # the long JSON columns (prompts, completions, annotations) compress far better than with Snappy
-        conn.execute(f"CALL {LAKE}.set_option('parquet_compression', 'zstd')")
+        if not read_only:   # the long JSON columns (prompts, completions, annotations) compress far better than with Snappy
+            conn.execute(f"CALL {LAKE}.set_option('parquet_compression', 'zstd')")
         return conn
     except BaseException:
         conn.close()
