@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Optional
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import duckdb
+
 from medhelm_core.errors import MedhelmError
 
 ENV = "MEDHELM_STORAGE"
@@ -166,8 +168,6 @@ def extension_file(package: str, name: str, duckdb_version: str) -> Path:
 def attach_ducklake(conn, storage: Storage, alias: str = LAKE, read_only: bool = False) -> None:
     """Attach the DuckLake to a connection as `alias`, its extensions loaded from their PyPI packages
     (nothing downloaded); the catalog is created on the first read-write attach."""
-    import duckdb
-
     for pkg, name in DUCKLAKE_EXTENSIONS:
         conn.execute(f"LOAD {sql_str(str(extension_file(pkg, name, duckdb.__version__)))}")
     if storage.password:   # the postgres extension opens connections later too: libpq reads it from here
@@ -183,8 +183,6 @@ def attach_ducklake(conn, storage: Storage, alias: str = LAKE, read_only: bool =
 
 def lake_connection():
     """A DuckDB connection that never downloads or autoloads an extension."""
-    import duckdb
-
     return duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
 
 
