@@ -106,7 +106,7 @@ def _run(args) -> int:
               file=sys.stderr)
         return 0
     validate_runs(ws, entries)
-    if ws.store.path.exists():
+    if ws.store.exists():
         check_one_edition(ws, args.suite, [spec["name"] for _, spec in entries])
     if args.offline:
         check_offline(ws, entries)
@@ -227,13 +227,13 @@ def _check_suites_exist(output_path: str, suites: list[str], storage: str | None
     leaderboard). Returns the edition of each suite's runs."""
     import duckdb
 
+    from medhelm_core.lake_store import open_store
     from medhelm_core.storage import resolve_storage
-    from medhelm_core.store import Store
     from medhelm_core.summarize.tables import suite_editions
 
-    store = Store.of(resolve_storage(storage, output_path))
-    if not store.path.exists():
-        raise MedhelmError(f"no runs in {output_path}: {store.path} does not exist (run medhelm-run first)")
+    store = open_store(resolve_storage(storage, output_path), output_path)
+    if not store.exists():
+        raise MedhelmError(f"no runs in {output_path}: {store.where} does not exist (run medhelm-run first)")
     try:
         with store.connect(read_only=True) as conn:  # waits for a running writer, as the summarize would
             known = suite_editions(conn)
@@ -242,7 +242,7 @@ def _check_suites_exist(output_path: str, suites: list[str], storage: str | None
     missing = [s for s in suites if s not in known]
     if missing:
         there = ", ".join(known) if known else "none"
-        raise MedhelmError(f"suite {missing[0]!r} has no runs in {store.path} (suites there: {there})")
+        raise MedhelmError(f"suite {missing[0]!r} has no runs in {store.where} (suites there: {there})")
     return {s: known[s] for s in suites}
 
 

@@ -119,12 +119,15 @@ def _timed(cmd: list[str]) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1e6
 
 
-def suite_arguments(doc: str) -> argparse.Namespace:
-    """The command line of the benches on this suite: --scale, --data-dir, --no-completions."""
+def suite_arguments(doc: str, more=None) -> argparse.Namespace:
+    """The command line of the benches on this suite: --scale, --data-dir, --no-completions (and what
+    `more(parser)` adds)."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", default="13,1000", help="models,instances (default 13,1000: 182 runs)")
     ap.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "medhelm-bench-rebuild"))
     ap.add_argument("--no-completions", action="store_true", help="skip the --with-completions row")
+    if more is not None:
+        more(ap)
     return ap.parse_args()
 
 

@@ -8,7 +8,15 @@ same DuckDB (1.5.5) does the work on both sides; each row is one process, measur
 time, peak RSS), in the order: tables only, + per-instance stats, + completions, re-run (nothing
 fetched: the rebuild and comparison alone). Goal (issue 15): the DuckLake within 2x of the file.
 
+Then medhelm-run's throughput with 1 and with 2 processes on the suite of bench/bench_suite.py (24
+runs, 8 model and 3 judge deployments, each its own mock server), mock latency 0 so the client side is
+the bottleneck: the 2 processes split the models (4 each) and write one store at once, each with its
+own output path (as two machines would). On the DuckDB file they take turns on its lock; on the
+DuckLake they take turns on its PostgreSQL advisory lock, and call at the same time. Goal (issue 15):
+2 processes at >= 1.6x one.
+
     .venv/bin/python bench/bench_shared_store.py [--scale 13,1000] [--data-dir DIR] [--no-completions]
+                                                 [--only import|runs] [--instances 50]
 """
 from __future__ import annotations
 
@@ -51,10 +59,87 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_postgres(where: Path) -> str:
+    up = subprocess.run(["bash", "scripts/postgres.sh", "start", str(where), str(free_port())], cwd=ROOT,
+                        capture_output=True, text=True, timeout=120)
+    if up.returncode != 0:
+        sys.exit(f"bench_shared_store: PostgreSQL did not start: {up.stderr}")
+    return up.stdout.strip().splitlines()[-1]
+
+
+def stop_postgres(where: Path) -> None:
+    subprocess.run(["bash", "scripts/postgres.sh", "stop", str(where)], cwd=ROOT, capture_output=True, timeout=120)
+
+
+def runs_throughput(instances: int) -> None:
+    """medhelm-run with 1 and 2 processes on bench_suite's suite, into a DuckDB file and a DuckLake."""
+    from bench.bench_suite import JUDGES, MODELS, lay_out_suite, reset, stats
+
+    work = Path(tempfile.mkdtemp(prefix="medhelm-bench-runs-", dir="/tmp"))
+    work.chmod(0o755)
+    mocks, ports, servers, rows = [], {}, [], []
+    try:
+        lay_out_suite(ROOT.parent / "shared", work, 0, 0, mocks, ports)
+        for kind in ("DuckDB file", "DuckLake"):
+            for n in (1, 2):
+                key = f"{kind.split()[-1].lower()}{n}"
+                if kind == "DuckLake":
+                    servers.append(work / f"pg_{key}")
+                    storage = f"ducklake:{start_postgres(servers[-1])}?data_path={work / ('lake_' + key)}"
+                else:
+                    storage = f"duckdb:{work / key / 'medhelm.duckdb'}"
+                groups = [MODELS] if n == 1 else [MODELS[:len(MODELS) // 2], MODELS[len(MODELS) // 2:]]
+                for name in MODELS + JUDGES:
+                    reset(ports[name])
+                procs = []
+                start = time.perf_counter()
+                for i, models in enumerate(groups):
+                    out = work / f"{key}_out{i}"
+                    env = {**{k: v for k, v in os.environ.items() if k != "MEDHELM_STORAGE"},
+                           "DAGSTER_HOME": str(out / "dh")}
+                    procs.append(subprocess.Popen(
+                        [str(LAKE_PY.parent / "medhelm-run"), "--conf-paths", "work/conf/bench.conf", "--suite", "bench",
+                         "--max-eval-instances", str(instances), "--num-threads", "4", "--output-path", str(out),
+                         "--local-path", "work/prod_env", "--no-progress", "--storage", storage,
+                         "--models-to-run", *[f"mockai/{m}" for m in models]],
+                        cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+                for proc in procs:
+                    _, err = proc.communicate()
+                    if proc.returncode:
+                        sys.exit(f"bench_shared_store: medhelm-run ({kind}, {n} processes) failed:\n{err[-3000:]}")
+                wall = time.perf_counter() - start
+                counts = [stats(ports[name]) for name in MODELS + JUDGES]
+                calls = sum(c["total_requests"] for c in counts)
+                twice = calls - sum(c["distinct_requests"] for c in counts)
+                rows.append((kind, n, wall, calls, twice))
+    finally:
+        for proc in mocks:
+            proc.terminate()
+        for pg in servers:
+            stop_postgres(pg)
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\nmedhelm-run on bench_suite's suite ({len(MODELS) * 3} runs x {instances} instances, mock latency 0; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    print(f"{'store':<13}{'processes':>10}{'wall s':>9}{'calls':>8}{'calls/s':>9}{'paid twice':>12}{'vs 1':>7}")
+    one = {}
+    for kind, n, wall, calls, twice in rows:
+        one.setdefault(kind, calls / wall)
+        print(f"{kind:<13}{n:>10}{wall:>9.1f}{calls:>8}{calls / wall:>9.1f}{twice:>12}{(calls / wall) / one[kind]:>6.2f}x")
+
+
 def main() -> None:
-    a = suite_arguments(__doc__)
+    a = suite_arguments(__doc__, more=lambda ap: (
+        ap.add_argument("--only", choices=("import", "runs"), help="one part of the bench"),
+        ap.add_argument("--instances", type=int, default=50, help="instances per run of the runs part (default 50)")))
     if not LAKE_PY.exists():
         sys.exit("bench_shared_store: no .venv-ducklake: bash scripts/setup.sh --with-ducklake")
+    if a.only != "runs":
+        import_and_rebuild(a)
+    if a.only != "import":
+        runs_throughput(a.instances)
+
+
+def import_and_rebuild(a) -> None:
     models, instances = (int(x) for x in a.scale.split(","))
     data = Path(a.data_dir)
     suite = prepare(data, models, instances)
@@ -71,11 +156,7 @@ def main() -> None:
             key = label.replace(" ", "_").replace("+", "p")
             pg = work / f"pg_{key}"
             servers.append(pg)
-            up = subprocess.run(["bash", "scripts/postgres.sh", "start", str(pg), str(free_port())], cwd=ROOT,
-                                capture_output=True, text=True, timeout=120)
-            if up.returncode != 0:
-                sys.exit(f"bench_shared_store: PostgreSQL did not start: {up.stderr}")
-            lake = f"ducklake:{up.stdout.strip().splitlines()[-1]}?data_path={work / ('lake_' + key)}"
+            lake = f"ducklake:{start_postgres(pg)}?data_path={work / ('lake_' + key)}"
             common = ["--source", str(data), "--suite", suite, *extra]
             f = run_import(LAKE_PY, [*common, "-o", str(work / f"file_{key}")])
             k = run_import(LAKE_PY, [*common, "-o", str(work / f"out_{key}"), "--storage", lake])
@@ -87,7 +168,7 @@ def main() -> None:
                  sum(p.stat().st_size for p in (work / f"lake_{key}").rglob("*.parquet")))
     finally:
         for pg in servers:
-            subprocess.run(["bash", "scripts/postgres.sh", "stop", str(pg)], cwd=ROOT, capture_output=True, timeout=120)
+            stop_postgres(pg)
         shutil.rmtree(work, ignore_errors=True)
     print(f"\n{'import (DuckDB 1.5.5)':<26}{'file s':>8}{'peak GB':>9}{'lake s':>9}{'peak GB':>9}{'lake/file':>11}")
     for label, (fw, fp, _), (kw, kp, _) in rows:

@@ -82,6 +82,37 @@ def peak_in_flight(records: list[dict]) -> int:
     return peak
 
 
+def lay_out_suite(shared: Path, root: Path, latency_ms: int, jitter_ms: int, mocks: list, ports: dict) -> Path:
+    """The synthetic inputs copied to `root/work`, one mock server per deployment (appended to `mocks`,
+    their ports in `ports`), prod_env pointing at them, and `work/conf/bench.conf`: the suite above."""
+    work = root / "work"
+    shutil.copytree(shared / "oracle" / "synthetic" / "inputs", work)
+    for f in work.rglob("*"):
+        f.chmod(f.stat().st_mode | stat.S_IWUSR)
+    for name in MODELS + JUDGES:
+        proc, ports[name] = start_mock(shared, root, name, latency_ms, jitter_ms)
+        mocks.append(proc)
+    env_dir = work / "prod_env"
+    (env_dir / "model_deployments.yaml").write_text(
+        "model_deployments:\n" + "".join(deployment(n, ports[n]) for n in MODELS + JUDGES))
+    (env_dir / "model_metadata.yaml").write_text("models:\n" + "".join(metadata(n) for n in MODELS + JUDGES))
+    (env_dir / "medhelm_deployments.yaml").write_text(
+        "deployments:\n" + "".join(f"  mockai/{n}:\n    max_concurrency: {LIMIT}\n" for n in MODELS + JUDGES))
+    (work / "private" / "bench_jury.yaml").write_text(
+        "judges:\n" + "".join(f"  - name: \"{n}\"\n    model: \"mockai/{n}\"\n    model_deployment: \"mockai/{n}\"\n"
+                              for n in JUDGES))
+    entries = []
+    for m in MODELS:
+        model = f"model=mockai/{m},model_deployment=mockai/{m}"
+        entries += [f"shc_ptbm_med:data_path=work/private/shc_ptbm_med.csv,{model}",
+                    f"clear:condition=alcohol_dependence,data_path=work/private/clear/,{model}",
+                    f"mental_health:data_path=work/private/mental_health.csv,"
+                    f"jury_config_path=work/private/bench_jury.yaml,{model}"]
+    (work / "conf" / "bench.conf").write_text(
+        "entries: [\n" + ",\n".join(f'  {{description: "{e}", priority: 1}}' for e in entries) + "\n]\n")
+    return work
+
+
 def main() -> None:
     here = Path(__file__).resolve().parents[1]
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -97,33 +128,9 @@ def main() -> None:
     with (contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory()) as tmp:
         root = Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
-        work = root / "work"
-        shutil.copytree(shared / "oracle" / "synthetic" / "inputs", work)
-        for f in work.rglob("*"):
-            f.chmod(f.stat().st_mode | stat.S_IWUSR)
         mocks, ports = [], {}
         try:
-            for name in MODELS + JUDGES:
-                proc, ports[name] = start_mock(shared, root, name, args.latency_ms, args.jitter_ms)
-                mocks.append(proc)
-            env_dir = work / "prod_env"
-            (env_dir / "model_deployments.yaml").write_text(
-                "model_deployments:\n" + "".join(deployment(n, ports[n]) for n in MODELS + JUDGES))
-            (env_dir / "model_metadata.yaml").write_text("models:\n" + "".join(metadata(n) for n in MODELS + JUDGES))
-            (env_dir / "medhelm_deployments.yaml").write_text(
-                "deployments:\n" + "".join(f"  mockai/{n}:\n    max_concurrency: {LIMIT}\n" for n in MODELS + JUDGES))
-            (work / "private" / "bench_jury.yaml").write_text(
-                "judges:\n" + "".join(f"  - name: \"{n}\"\n    model: \"mockai/{n}\"\n    model_deployment: \"mockai/{n}\"\n"
-                                      for n in JUDGES))
-            entries = []
-            for m in MODELS:
-                model = f"model=mockai/{m},model_deployment=mockai/{m}"
-                entries += [f"shc_ptbm_med:data_path=work/private/shc_ptbm_med.csv,{model}",
-                            f"clear:condition=alcohol_dependence,data_path=work/private/clear/,{model}",
-                            f"mental_health:data_path=work/private/mental_health.csv,"
-                            f"jury_config_path=work/private/bench_jury.yaml,{model}"]
-            (work / "conf" / "bench.conf").write_text(
-                "entries: [\n" + ",\n".join(f'  {{description: "{e}", priority: 1}}' for e in entries) + "\n]\n")
+            lay_out_suite(shared, root, args.latency_ms, args.jitter_ms, mocks, ports)
             env = {**os.environ, "DAGSTER_HOME": str(root / "dh"), "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
             (root / "dh").mkdir()
             run = [str(bindir / "medhelm-run"), "--conf-paths", "work/conf/bench.conf", "--suite", "bench",

@@ -18,17 +18,19 @@ Views (sql/ddl/costs.sql; one completion used by several instances, runs or suit
 """
 from __future__ import annotations
 
+import datetime
 import threading
 from typing import Any
 
 from medhelm_core.errors import MedhelmError
+from medhelm_core.store import upsert
 
 def record_prices(conn, prices: dict[str, Any]) -> None:
     """Upsert the prices in use (deployment name -> DeploymentSettings); unpriced ones are skipped."""
-    rows = [(name, s.input_per_million, s.output_per_million) for name, s in prices.items() if s.priced]
-    for name, inp, out in rows:
-        conn.execute("INSERT OR REPLACE INTO deployment_prices (model_deployment, input_per_million,"
-                     " output_per_million, updated_at) VALUES (?, ?, ?, current_timestamp)", [name, inp, out])
+    now = datetime.datetime.now()
+    upsert(conn, "deployment_prices", ["model_deployment"],
+           ["model_deployment", "input_per_million", "output_per_million", "updated_at"],
+           [(name, s.input_per_million, s.output_per_million, now) for name, s in prices.items() if s.priced])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
 * Crash-safe: the worker that receives an answer writes it to the answer journal (`journal.py`)
   before anything else, so it survives a kill -9 from that instant; answers are then committed to
   DuckDB in one transaction per batch (what arrived within `commit_interval_s`, 0.5 s; at most
-  `flush_every`), under the store's file lock, with `INSERT OR IGNORE` on the primary key. A kill
+  `flush_every`), in the store's write turn, an answer already stored being kept. A kill
   -9 at any moment loses only the requests in flight; the next process replays the journal, asks
   only for the rest, and no row is ever duplicated.
 * One asker per request across processes: before sending, a process claims its requests in
@@ -370,10 +370,13 @@ class _Call:
             if dead:  # take over: first fold in what they journaled, then drop their claims
                 recovered = replay_answers(conn, self.e.store.path, dead=set(dead).__contains__)
                 drop_claims(conn, dead)
+            # Unclaimed and unanswered keys only: exact, as writers take turns (the store's lock), and
+            # the form a DuckLake takes too (no unique keys there).
             conn.execute(
-                "INSERT OR IGNORE INTO completion_claims (request_key, owner, heartbeat)"
+                "INSERT INTO completion_claims (request_key, owner, heartbeat)"
                 " SELECT k, ?, ? FROM (SELECT DISTINCT unnest(?::VARCHAR[]) AS k)"
-                " WHERE k NOT IN (SELECT request_key FROM completions)",
+                " WHERE k NOT IN (SELECT request_key FROM completions)"
+                " AND k NOT IN (SELECT request_key FROM completion_claims)",
                 [self.owner, time.time(), keys])
             rows = conn.execute("SELECT request_key, owner FROM completion_claims"
                                 " WHERE request_key IN (SELECT unnest(?::VARCHAR[]))", [keys]).fetchall()

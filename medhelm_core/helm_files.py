@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -17,9 +18,10 @@ def dump(obj: Any) -> str:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    """Write atomically: a reader never sees half a file."""
+    """Write atomically: a reader never sees half a file, and two writers of one file (processes
+    sharing an output path and a store) never write into each other's temporary file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(dump(obj), encoding="utf-8")
     os.replace(tmp, path)
 

@@ -9,7 +9,7 @@ lose it (the kernel holds it), and a background thread fdatasyncs the segment wi
 
 At each batch commit the engine rotates the segment and inserts the closed segment's rows into
 `completions` in the same transaction as the rest of the batch, then deletes the file. A segment
-whose owner is dead (see `owners`) is replayed, `INSERT OR IGNORE`, by the next process that
+whose owner is dead (see `owners`) is replayed (stored answers kept) by the next process that
 opens the store or takes over the owner's claims. A torn last line (the process died inside the
 write) is skipped with a warning.
 

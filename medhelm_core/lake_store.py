@@ -1,14 +1,23 @@
-"""The tables on a DuckLake (`--storage ducklake:…`): one attached connection per process, shared by
-its threads through cursors, and the store's DDL in DuckLake's form.
+"""The tables on a DuckLake (`--storage ducklake:…`): every process on every machine attaches the same
+catalog (PostgreSQL) and Parquet folder, and the store behaves as the DuckDB file does.
 
-A DuckLake takes any number of writer processes on any machines; a transaction that conflicts with
-another's commit is refused at COMMIT (DuckLake's conflicts are per table), and what it wrote is
-rolled back whole. Today `medhelm-import` writes here (one importer per target at a time); the
-commands whose writes rely on unique keys across processes (medhelm-run's request claims) refuse a
-DuckLake until those live in PostgreSQL (medhelm_core.storage.database_file).
+* Writers take turns, as with the file's lock, but across machines: a write holds a PostgreSQL
+  advisory lock on the catalog's database (`WriterLock`) from before its transaction starts until
+  after it commits. A DuckLake has no unique keys and refuses, at COMMIT, a transaction that deletes
+  from a table another one changed meanwhile; taking turns makes the store's keyed writes
+  (`store.insert_new`, `store.upsert`, the request claims) exact and no commit conflict. A kill -9
+  ends the holder's PostgreSQL session, which frees the lock at once.
+* Reads never wait: each sees the lake's newest committed snapshot, so a run's layer (replaced in
+  one transaction) is never seen half-written.
+* Model calls run in parallel in every process; only the commits (tens of milliseconds, answers in
+  batches) take turns. The request claims are the store's `completion_claims` table, as in the file.
+* The answer journal (answers received, not yet committed) is a local folder beside the output path,
+  `medhelm.ducklake.journal`: a process that dies loses nothing a later process on that machine
+  replays; a claim it left is taken over by any machine once its heartbeat is older than the lease.
 """
 from __future__ import annotations
 
+import hashlib
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,59 +25,158 @@ from typing import Iterator
 
 import duckdb
 
+from medhelm_core.errors import MedhelmError
 from medhelm_core.resources import ddl
-from medhelm_core.storage import Storage, ducklake_ddl, open_ducklake
+from medhelm_core.storage import LAKE, Storage, ducklake_ddl, open_ducklake
 from medhelm_core.store import DDL_FILES, Store, in_transaction
+
+# The advisory lock's key: one per catalog database (a database holds one DuckLake).
+_WRITER_KEY = int.from_bytes(hashlib.sha256(b"medhelm-build writer").digest()[:8], "big", signed=True)
 
 
 def open_store(storage: Storage, scratch_dir: str | Path):
-    """The store a storage setting names: a `Store` on a DuckDB file, or a `LakeStore` (for the
-    commands that write a DuckLake: medhelm-import); `scratch_dir` holds staging files."""
-    if storage.kind == "ducklake":
-        return LakeStore(storage, scratch_dir)
-    return Store(storage.path)
+    """The store a storage setting names: a `Store` on a DuckDB file, or this process's `LakeStore`
+    of a DuckLake; `scratch_dir` (the output path) holds local files (staging, the answer journal)."""
+    if storage.kind != "ducklake":
+        return Store(storage.path)
+    key = (storage.catalog_dsn, storage.data_path, str(Path(scratch_dir).absolute()))
+    with _STORES_LOCK:
+        if key not in _STORES:
+            _STORES[key] = LakeStore(storage, scratch_dir)
+        return _STORES[key]
 
 
-class LakeStore:
-    """`Store`'s interface on a DuckLake: `connect`, `transaction`, `held`; `scratch_dir` is a local
-    folder for staging files (the output path)."""
+_STORES: dict[tuple, "LakeStore"] = {}
+_STORES_LOCK = threading.Lock()
 
-    def __init__(self, storage: Storage, scratch_dir: str | Path):
+
+class WriterLock:
+    """The lake's write turn: a thread lock in this process, and PostgreSQL's session-level advisory
+    lock `_WRITER_KEY` across processes, held by one connection of this process (re-entrant: nested
+    writes of one thread take it once). Waits at most `timeout_s`."""
+
+    def __init__(self, storage: Storage, timeout_s: float):
         self.storage = storage
-        self.scratch_dir = Path(scratch_dir)
+        self.timeout_s = timeout_s
+        self.tlock = threading.RLock()
+        self.depth = 0
+        self._pg = None
+
+    def _connection(self):
+        try:
+            import psycopg2
+        except ImportError:
+            raise MedhelmError("ducklake: storage needs the [ducklake] extra (psycopg2, for the writers' turn): "
+                               "pip install \"medhelm-build[ducklake]\"") from None
+        if self._pg is None or self._pg.closed:
+            # Keepalives: a machine that vanishes loses its turn within a minute, as a dead process at once.
+            params = {"keepalives": 1, "keepalives_idle": 15, "keepalives_interval": 5, "keepalives_count": 6,
+                      **(self.storage.catalog or {})}
+            try:
+                self._pg = psycopg2.connect(password=self.storage.password, **params)
+            except psycopg2.Error as e:
+                raise MedhelmError(f"{self.storage}: cannot reach the catalog: {str(e).strip().splitlines()[0]}") from None
+            self._pg.autocommit = True
+        return self._pg
+
+    def __enter__(self) -> "WriterLock":
+        self.tlock.acquire()
+        if self.depth == 0:
+            try:
+                self._take()
+            except BaseException:
+                self.tlock.release()
+                raise
+        self.depth += 1
+        return self
+
+    def _take(self) -> None:
+        import psycopg2
+
+        with self._connection().cursor() as cur:
+            cur.execute("SET lock_timeout = %s", [f"{int(self.timeout_s * 1000)}ms"])
+            try:
+                cur.execute("SELECT pg_advisory_lock(%s)", [_WRITER_KEY])
+            except psycopg2.errors.LockNotAvailable:
+                raise MedhelmError(f"{self.storage}: another writer held the DuckLake for {self.timeout_s:.0f} s "
+                                   f"(a process stuck inside a commit?)") from None
+
+    def __exit__(self, *exc) -> None:
+        self.depth -= 1
+        try:
+            if self.depth == 0:
+                try:
+                    with self._pg.cursor() as cur:
+                        cur.execute("SELECT pg_advisory_unlock(%s)", [_WRITER_KEY])
+                except Exception:   # the session is gone, and its lock with it
+                    self._pg = None
+        finally:
+            self.tlock.release()
+
+    def close(self) -> None:
+        with self.tlock:
+            if self._pg is not None:
+                self._pg.close()
+                self._pg = None
+
+
+class LakeStore(Store):
+    """`Store` on a DuckLake: one attached DuckDB connection per process (a cursor per use), writes
+    in `WriterLock` turns. `path` names the local answer journal (`<output>/medhelm.ducklake.journal`)."""
+
+    def __init__(self, storage: Storage, scratch_dir: str | Path, lock_timeout_s: float = 600.0):
+        super().__init__(Path(scratch_dir) / "medhelm.ducklake", lock_timeout_s)
+        self.storage = storage
+        self._scratch = Path(scratch_dir)
         self._lock = threading.RLock()
         self._conn: duckdb.DuckDBPyConnection | None = None
+        self.writer = WriterLock(storage, lock_timeout_s)
 
     @property
     def where(self) -> str:
         return str(self.storage)
 
+    @property
+    def scratch_dir(self) -> Path:
+        return self._scratch
+
     def exists(self) -> bool:
-        return True   # a DuckLake's catalog is created on first attach
+        """Whether the lake holds the store's tables (a writer created them)."""
+        with self._cursor() as cur:
+            return bool(cur.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = ? "
+                                    "AND table_name = 'run_entries'", [LAKE]).fetchall()[0][0])
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         with self._lock:
             if self._conn is None:
-                conn = open_ducklake(self.storage)
-                with in_transaction(conn):   # every table, or none
-                    for name in DDL_FILES:
-                        conn.execute(ducklake_ddl(ddl(name)))
-                self._conn = conn
+                with self.writer:   # the first attach creates the catalog's tables: one process at a time
+                    self._conn = open_ducklake(self.storage)
             return self._conn
 
     @contextmanager
-    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
         cursor = self._connection().cursor()
         try:
-            cursor.execute("USE medhelm")
+            cursor.execute(f"USE {LAKE}")
             yield cursor
         finally:
             cursor.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        with self.connect() as conn, in_transaction(conn):
-            yield conn
+    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        if read_only:
+            with self._cursor() as cursor:
+                yield cursor
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)   # the journal's folder
+        with self.writer, self._cursor() as cursor:
+            if not self._initialised:
+                with in_transaction(cursor):   # every table, or none
+                    for name in DDL_FILES:
+                        cursor.execute(ducklake_ddl(ddl(name)))
+                self._initialised = True
+                self._recover_answers(cursor)
+            yield cursor
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -79,3 +187,5 @@ class LakeStore:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+        self.writer.close()
+

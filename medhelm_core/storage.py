@@ -6,13 +6,12 @@
 Values:
   duckdb:PATH      a DuckDB file anywhere; without a setting, `duckdb:<output-path>/medhelm.duckdb`
                    (the embedded default)
-  ducklake:postgresql://USER[:PASSWORD]@HOST[:PORT]/DB?data_path=DIR[&sslmode=…]
+  ducklake:postgresql://USER[:PASSWORD]@HOST[:PORT]/DB?data_path=DIR_OR_GS_URL[&sslmode=…]
                    DuckDB's lakehouse format: its catalog in that PostgreSQL database, its data as
-                   Parquet files under DIR, shared by every process that attaches it.  Needs the
+                   Parquet files under DIR or gs://BUCKET/PATH, shared by every process that attaches it.  Needs the
                    [ducklake] extra: DuckDB 1.5.5 and its `ducklake` and `postgres` extensions from
-                   PyPI (`open_ducklake`). medhelm-import writes it (`lake_store.open_store`), the page
-                   and its export read it; medhelm-run and -summarize refuse it with one line for
-                   now (`database_file`).
+                   PyPI (`open_ducklake`); every command reads and writes it through
+                   `lake_store.open_store`, and any number of processes on any machines share it.
 HELM's files (`runs/`, `groups/`, the page's exports) stay under the output path whichever storage
 holds the tables.
 """
@@ -85,24 +84,13 @@ def parse_storage(url: str, flag: str = "--storage") -> Storage:
 
 def on_ducklake(conn) -> bool:
     """Whether the connection's current database is a DuckLake."""
-    row = conn.execute("SELECT type FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
-    return bool(row) and row[0] == "ducklake"
+    rows = conn.execute("SELECT type FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
+    return bool(rows) and rows[0][0] == "ducklake"
 
 
 def run_ddl(conn, sql: str) -> None:
     """DDL in the form the connection's current database takes (`ducklake_ddl` on a DuckLake)."""
     conn.execute(ducklake_ddl(sql) if on_ducklake(conn) else sql)
-
-
-def database_file(storage: Storage) -> Path:
-    """The DuckDB file of the commands that need one. A DuckLake holds every table, medhelm-import
-    writes it (`lake_store.open_store`) and the page reads it, but medhelm-run's request claims need
-    keys unique across processes, which a DuckLake does not give (they are to live in PostgreSQL
-    itself): medhelm-run and medhelm-summarize refuse a DuckLake with one line rather than fail half-way."""
-    if storage.kind != "duckdb":
-        raise MedhelmError(f"{storage}: medhelm-run and medhelm-summarize do not run on a DuckLake yet "
-                           f"(medhelm-import writes one, medhelm-server and -export read one); use duckdb:PATH")
-    return storage.path
 
 
 def sql_str(s: str) -> str:
@@ -129,9 +117,12 @@ def _parse_ducklake(url: str, rest: str, flag: str) -> Storage:
     data_path = query.pop("data_path", "")
     if not data_path:
         raise MedhelmError(f"{where}: name the Parquet files' folder, ?data_path=DIR")
-    if "://" in data_path:   # object stores need DuckDB's httpfs extension, which the [ducklake] extra lacks
-        raise MedhelmError(f"{where}: data_path must be a folder here (the DuckLake's Parquet files in an object "
-                           f"store need DuckDB's httpfs extension, not in the [ducklake] extra)")
+    if data_path.startswith("gcs://"):
+        data_path = "gs://" + data_path[len("gcs://"):]
+    if "://" in data_path and not data_path.startswith("gs://"):
+        raise MedhelmError(f"{where}: data_path must be a folder or a Google Cloud Storage URL, gs://BUCKET/PATH")
+    if data_path.startswith("gs://") and not data_path.endswith("/"):
+        data_path += "/"
     try:
         port = u.port or 5432
     except ValueError:
@@ -170,15 +161,30 @@ def attach_ducklake(conn, storage: Storage, alias: str = LAKE, read_only: bool =
     (nothing downloaded); the catalog is created on the first read-write attach."""
     for pkg, name in DUCKLAKE_EXTENSIONS:
         conn.execute(f"LOAD {sql_str(str(extension_file(pkg, name, duckdb.__version__)))}")
+    if storage.data_path.startswith("gs://"):
+        _register_gcs(conn)
     if storage.password:   # the postgres extension opens connections later too: libpq reads it from here
         os.environ["PGPASSWORD"] = storage.password
-    if not read_only:
+    if not read_only and "://" not in storage.data_path:
         Path(storage.data_path).mkdir(parents=True, exist_ok=True)
     try:
         conn.execute(f"ATTACH {sql_str('ducklake:postgres:' + storage.catalog_dsn)} AS {alias} "
                      f"(DATA_PATH {sql_str(storage.data_path)}{', READ_ONLY' if read_only else ''})")
     except duckdb.Error as e:   # (libpq's message quotes the connection string, which holds no password)
         raise MedhelmError(f"{storage}: cannot attach the DuckLake: {str(e).splitlines()[0]}") from None
+
+
+def _register_gcs(conn) -> None:
+    """Parquet files in a gs:// bucket, read and written through gcsfs (the project's GCS client, as the
+    published import's): credentials by Google's default chain (GOOGLE_APPLICATION_CREDENTIALS, the
+    GKE workload identity, gcloud's); a GCS emulator ($STORAGE_EMULATOR_HOST, which gcsfs honours)
+    takes none. DuckLake refuses an object-store data path unless DuckDB's httpfs extension is
+    loaded, so it is, from its PyPI package; the registered gcsfs serves gs:// in its place."""
+    conn.execute(f"LOAD {sql_str(str(extension_file('duckdb_extension_httpfs', 'httpfs', duckdb.__version__)))}")
+    os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")   # the plain GCS client (published/source.py)
+    from gcsfs.core import GCSFileSystem
+
+    conn.register_filesystem(GCSFileSystem(token="anon" if os.environ.get("STORAGE_EMULATOR_HOST") else None))
 
 
 def lake_connection():
@@ -215,5 +221,5 @@ def ducklake_ddl(sql: str) -> str:
 def add_storage_argument(parser) -> None:
     parser.add_argument("--storage", default=None, metavar="URL",
                         help=f"where the tables live: duckdb:PATH (default: duckdb:<output-path>/{DB_FILENAME}), "
-                             f"or ducklake:postgresql://USER@HOST:PORT/DB?data_path=DIR (medhelm-import; "
-                             f"the [ducklake] extra); ${ENV}")
+                             f"or ducklake:postgresql://USER@HOST:PORT/DB?data_path=DIR (shared by many "
+                             f"processes and machines; the [ducklake] extra); ${ENV}")

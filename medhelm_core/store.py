@@ -6,6 +6,7 @@ rows, insert the new ones, commit), so a failure never leaves a half-written run
 Completions are the exception by design: each answer is durable the moment it arrives (the
 engine's answer journal, `journal.py`, folded into `completions` in batches), content-addressed by
 (deployment, request), so a crash loses nothing and a rerun asks only for what is missing.
+The same discipline holds on a DuckLake shared by many processes (`lake_store.LakeStore`).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import filelock
 
 from medhelm_core import journal, owners
 from medhelm_core.resources import ddl
-from medhelm_core.storage import DB_FILENAME, Storage, database_file, sql_str  # noqa: F401 (sql_str: used from here)
+from medhelm_core.storage import DB_FILENAME, on_ducklake, sql_str  # noqa: F401 (sql_str: used from here)
 
 # Created on first write, in this order (sql/ddl/): the pipeline's tables, their additive
 # migrations, the summarize inputs, the edition comparison views, the cost views over all of them, then
@@ -171,10 +172,9 @@ class Store:
         """A local folder for staging files (beside the database file)."""
         return self.path.parent
 
-    @classmethod
-    def of(cls, storage: Storage) -> "Store":
-        """The store a storage setting names (medhelm_core.storage.resolve_storage)."""
-        return cls(database_file(storage))
+    def exists(self) -> bool:
+        """Whether anything was ever written (a reader has tables to read)."""
+        return self.path.exists()
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -226,8 +226,66 @@ def in_transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyC
 
 
 def insert_answers(conn: duckdb.DuckDBPyConnection, rows: list) -> None:
-    """`completions` rows (COMPLETION_COLUMNS order); an answer already there is kept."""
-    insert_values(conn, "completions", COMPLETION_COLUMNS, [tuple(r) for r in rows], or_ignore=True)
+    """`completions` rows (COMPLETION_COLUMNS order); an answer already there is kept, and of a key
+    given twice the first is stored."""
+    insert_new(conn, "completions", COMPLETION_COLUMNS, [tuple(r) for r in rows], key="request_key")
+
+
+def insert_new(conn: duckdb.DuckDBPyConnection, table: str, columns: list[str], rows: list[tuple], key: str) -> None:
+    """Insert the rows whose `key` the table does not hold yet (the first row of a key given twice).
+    A DuckDB file checks its primary key (INSERT OR IGNORE, an index lookup); a DuckLake has no
+    unique keys, so the batch is anti-joined on the key column there, exact because a lake's writers
+    take turns (`lake_store.WriterLock`)."""
+    if not rows:
+        return
+    if not on_ducklake(conn):
+        insert_values(conn, table, columns, rows, or_ignore=True)
+        return
+    at = columns.index(key)
+    first: dict = {}
+    for row in rows:
+        first.setdefault(row[at], row)
+    with _rows_as(conn, columns, list(first.values())) as (source, params):
+        cols = ", ".join(f"r.{c}" for c in columns)
+        conn.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {cols} FROM {source}"
+                     f" WHERE r.{key} NOT IN (SELECT t.{key} FROM {table} t WHERE t.{key} IS NOT NULL)", params)
+
+
+def upsert(conn: duckdb.DuckDBPyConnection, table: str, keys: list[str], columns: list[str], rows: list[tuple]) -> None:
+    """Insert the rows, replacing the listed columns of a row whose `keys` are already there (the
+    others, e.g. a scenario's content hash or a row's creation time, stay as they were). DuckDB's
+    `INSERT OR REPLACE` does that through a primary key; this is the same as an UPDATE then an
+    INSERT of the new keys, which a DuckLake (no unique keys) takes too. Of a key given twice the
+    last row counts, as with successive INSERT OR REPLACEs."""
+    if not rows:
+        return
+    ats = [columns.index(k) for k in keys]
+    last = {tuple(row[i] for i in ats): row for row in rows}
+    match = " AND ".join(f"{table}.{k} = r.{k}" for k in keys)
+    with _rows_as(conn, columns, list(last.values())) as (source, params):
+        changed = [c for c in columns if c not in keys]
+        if changed:
+            conn.execute(f"UPDATE {table} SET {', '.join(f'{c} = r.{c}' for c in changed)} FROM {source}"
+                         f" WHERE {match}", params)
+        conn.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(f'r.{c}' for c in columns)}"
+                     f" FROM {source} WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE {match})", params)
+
+
+@contextmanager
+def _rows_as(conn: duckdb.DuckDBPyConnection, columns: list[str], rows: list[tuple]) -> Iterator[tuple[str, list]]:
+    """The rows as a relation `r` to select from: a VALUES list with parameters for a few (planned in
+    ~2 ms a row), a registered frame for more (~10 ms whatever the size)."""
+    if len(rows) <= 4:
+        one = "(" + ", ".join("?" * len(columns)) + ")"
+        yield f"(VALUES {', '.join([one] * len(rows))}) AS r({', '.join(columns)})", [v for row in rows for v in row]
+        return
+    import pandas as pd
+
+    conn.register("_medhelm_upsert", pd.DataFrame.from_records(rows, columns=columns))
+    try:
+        yield "_medhelm_upsert AS r", []
+    finally:
+        conn.unregister("_medhelm_upsert")
 
 
 def insert_values(conn: duckdb.DuckDBPyConnection, table: str, columns: list[str], rows: list[tuple],

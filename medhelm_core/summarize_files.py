@@ -1,12 +1,13 @@
 """After the SQL models ran: write helm-summarize's files for the target, and the display files
-(instances.json, display_predictions.json, display_requests.json) of every run we hold."""
+(instances.json, display_predictions.json, display_requests.json) of every run we hold; a run whose
+HELM files are not in this output path (another machine ran it into the shared store) gets them too."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 from medhelm_core.editions import load_edition
-from medhelm_core.run.scores import stored_run_outputs
+from medhelm_core.run.scores import stored_run_outputs, write_files
 from medhelm_core.run.workspace import RunRef
 from medhelm_core.helm_files import run_dir, write_display_files
 from medhelm_core.summarize.tables import suite_editions
@@ -26,12 +27,17 @@ def write_leaderboard_files(ws) -> dict:
             " WHERE EXISTS (SELECT 1 FROM requests q WHERE q.suite = t.suite AND q.run_name = t.run_name)"
             " ORDER BY ALL").fetchall()
     schema = json.loads((base / "schema.json").read_text(encoding="utf-8"))
+    written = 0
     for suite, run_name in runs:
         run = RunRef(suite, run_name)
         computed = stored_run_outputs(ws, run)
-        write_display_files(run_dir(ws.output_path, suite, run_name), computed["run_spec"],
-                            computed["request_states"], computed["per_instance_stats"], schema)
-    return {"directory": str(base), "runs_with_display_files": len(runs),
+        directory = run_dir(ws.output_path, suite, run_name)
+        if not (directory / "stats.json").exists():   # run by another process into a shared store (--storage)
+            write_files(ws, run, computed)
+            written += 1
+        write_display_files(directory, computed["run_spec"], computed["request_states"],
+                            computed["per_instance_stats"], schema)
+    return {"directory": str(base), "runs_with_display_files": len(runs), "run_files_written": written,
             "top_table_markdown": top_table_markdown(base, schema)}
 
 

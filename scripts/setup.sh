@@ -45,7 +45,7 @@ fi
 if [ "$DUCKLAKE" = 1 ]; then
   [ -x .venv-ducklake/bin/python ] || "$PY" -m venv .venv-ducklake
   .venv-ducklake/bin/python -m pip install --quiet --upgrade pip
-  .venv-ducklake/bin/python -m pip install --quiet -e ".[dev,ducklake]"
+  .venv-ducklake/bin/python -m pip install --quiet -e ".[dev,ducklake,postgres]"   # postgres: Dagster on PostgreSQL
   echo "medhelm: DuckLake environment in $(pwd)/.venv-ducklake" >&2
 fi
 echo "medhelm: set up in $(pwd)/.venv" >&2

@@ -10,7 +10,6 @@ import os
 import shutil
 import socket
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,10 +17,8 @@ import pytest
 from medhelm_core.errors import MedhelmError
 from medhelm_core.storage import open_ducklake, parse_storage
 from tests.oracle import PUBLIC
+from tests.postgres import HAS_PG, LAKE_PY, ROOT, running_postgres, skip_without_lake
 
-ROOT = Path(__file__).resolve().parents[1]
-LAKE_PY = ROOT / ".venv-ducklake" / "bin" / "python"
-HAS_PG = bool(list(Path("/usr/lib/postgresql").glob("*/bin/initdb")))
 
 WRITER = r"""
 import json, sys
@@ -69,24 +66,9 @@ print(reader.stamp(), flush=True)
 
 @pytest.fixture
 def lake(tmp_path):
-    if not HAS_PG:
-        pytest.skip("no PostgreSQL server: bash scripts/setup.sh --with-postgres")
-    if not LAKE_PY.exists():
-        pytest.skip("no .venv-ducklake: bash scripts/setup.sh --with-ducklake")
-    pg_dir = Path(tempfile.mkdtemp(prefix="medhelm-lake-pg-", dir="/tmp"))   # reachable by the postgres user
-    pg_dir.chmod(0o755)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    up = subprocess.run(["bash", "scripts/postgres.sh", "start", str(pg_dir), str(port)], cwd=ROOT,
-                        capture_output=True, text=True, timeout=120)
-    assert up.returncode == 0, up.stderr
-    url = up.stdout.strip().splitlines()[-1]
-    try:
+    skip_without_lake()
+    with running_postgres() as url:
         yield f"ducklake:{url}?data_path={tmp_path / 'lake'}", tmp_path / "lake"
-    finally:
-        subprocess.run(["bash", "scripts/postgres.sh", "stop", str(pg_dir)], cwd=ROOT, capture_output=True, timeout=120)
-        shutil.rmtree(pg_dir, ignore_errors=True)
 
 
 def _in_lake_env(script: str, url: str) -> dict:
@@ -173,28 +155,40 @@ def _comparable(path: Path):
 
 
 def test_the_readme_commands_for_the_shared_store_work_as_printed():
+    """The README's block as one script: a published suite imported, the example suite run by two
+    processes at once (one model each, their own output paths), and summarized from a third."""
+    from tests.dagster_dev import stop_group
     from tests.readme import code_blocks, commands, strip_comment
 
     if not (HAS_PG and LAKE_PY.exists()):
         pytest.skip("needs bash scripts/setup.sh --with-postgres --with-ducklake")
     [block] = code_blocks("The shared store (DuckLake)", "bash")
     cmds = [strip_comment(c) for c in commands(block)]
-    assert cmds[0].startswith("bash scripts/postgres.sh start") and cmds[-1].startswith("bash scripts/postgres.sh stop")
-    with socket.socket() as probe:
-        assert probe.connect_ex(("127.0.0.1", 55433)) != 0, "port 55433 is in use: stop what holds it"
-    dirs = [Path(p) for p in ("/tmp/medhelm-lake-pg", "/tmp/medhelm-lake-out", "/tmp/medhelm-lake")]
+    assert cmds[0].startswith("bash scripts/postgres.sh start") and "postgres.sh stop" in cmds[-1]
+    assert sum(c.startswith(".venv-ducklake/bin/medhelm-run") for c in cmds) == 2
+    for port in (55433, 8765):
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0, f"port {port} is in use: stop what holds it"
+    dirs = [Path(p) for p in ("/tmp/medhelm-lake-pg", "/tmp/medhelm-lake-out", "/tmp/medhelm-lake",
+                              "/tmp/medhelm-lake-a", "/tmp/medhelm-lake-b")]
     for d in dirs:
         shutil.rmtree(d, ignore_errors=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEDHELM_")}
+    script = ["set -uo pipefail"] + [c if c.endswith("&") else f"{c} || {{ echo 'README command {i + 1} failed' >&2; exit 1; }}"
+                                     for i, c in enumerate(cmds)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEDHELM_", "DAGSTER_"))}
+    proc = subprocess.Popen(["bash", "-c", "\n".join(script)], cwd=ROOT, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        outs = []
-        for c in cmds:
-            r = subprocess.run(["bash", "-c", c], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-            assert r.returncode == 0, f"{c}\n{r.stderr[-3000:]}"
-            outs.append(r.stdout)
-        assert "public-n50: valued cells equal 608/608" in outs[1]
-        assert list(dirs[2].rglob("*.parquet")) and not (dirs[1] / "medhelm.duckdb").exists()
+        out, _ = proc.communicate(timeout=900)
+        assert proc.returncode == 0, out[-4000:]
+        assert "public-n50: valued cells equal 608/608" in out
+        assert list(dirs[2].rglob("*.parquet")) and not list(Path("/tmp").glob("medhelm-lake*/medhelm.duckdb"))
+        runs = sorted(p.name for p in (dirs[1] / "runs" / "example").iterdir() if (p / "stats.json").exists())
+        assert len(runs) == 6 and all((dirs[1] / "runs" / "example" / r / "scenario_state.json").exists() for r in runs)
+        assert [len(list((d / "runs" / "example").glob("*/stats.json"))) for d in dirs[3:]] == [3, 3]
+        assert "| Demo model A |" in out and "| Demo model B |" in out
     finally:
+        stop_group(proc.pid)   # the demo server, should a command have failed before killing it
         subprocess.run(["bash", "scripts/postgres.sh", "stop", str(dirs[0])], cwd=ROOT, capture_output=True, timeout=120)
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)

@@ -28,7 +28,7 @@ def test_flag_then_environment_then_the_output_paths_file(tmp_path, monkeypatch)
     ("ducklake:mysql://medhelm@127.0.0.1/medhelm?data_path=/data", "the catalog must be a PostgreSQL URL"),
     ("ducklake:postgresql://medhelm@127.0.0.1:5432/medhelm", "?data_path=DIR"),
     ("ducklake:postgresql://medhelm@127.0.0.1:54x/medhelm?data_path=/d", "the port must be a number"),
-    ("ducklake:postgresql://medhelm@127.0.0.1/medhelm?data_path=gs://bucket/lake", "must be a folder here"),
+    ("ducklake:postgresql://medhelm@127.0.0.1/medhelm?data_path=s3://bucket/lake", "a Google Cloud Storage URL, gs://"),
 ])
 def test_a_bad_setting_is_one_line_naming_the_flag(url, says, monkeypatch):
     monkeypatch.delenv(ENV, raising=False)
@@ -41,8 +41,6 @@ def test_a_bad_setting_is_one_line_naming_the_flag(url, says, monkeypatch):
 
 
 def test_a_ducklake_url_and_its_password_never_shown(monkeypatch):
-    from medhelm_core.storage import database_file
-
     monkeypatch.delenv(ENV, raising=False)
     s = resolve_storage("ducklake:postgresql://team:s3cret@db.example:6543/lake?data_path=/srv/lake&sslmode=require", "out")
     assert s.kind == "ducklake" and s.data_path == "/srv/lake" and s.password == "s3cret"
@@ -54,8 +52,13 @@ def test_a_ducklake_url_and_its_password_never_shown(monkeypatch):
         with pytest.raises(MedhelmError) as e:
             resolve_storage(url, "out")
         assert "s3" not in str(e.value) and "cret" not in str(e.value)
-    with pytest.raises(MedhelmError, match="do not run on a DuckLake yet"):
-        database_file(s)
+
+
+def test_a_bucket_data_path_is_a_gs_url_ending_with_a_slash(monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    for given in ("gs://team-bucket/medhelm-lake", "gcs://team-bucket/medhelm-lake", "gs://team-bucket/medhelm-lake/"):
+        s = resolve_storage(f"ducklake:postgresql://medhelm@db/lake?data_path={given}", "out")
+        assert s.data_path == "gs://team-bucket/medhelm-lake/"
 
 
 def test_a_folder_is_not_a_database_file(tmp_path):

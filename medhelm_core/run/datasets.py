@@ -13,7 +13,7 @@ from medhelm_core.errors import MedhelmError
 from medhelm_core.parts import ScenarioDef
 from medhelm_core.run.entries import scenario_partition_key
 from medhelm_core.run.workspace import Workspace, in_data_scope
-from medhelm_core.store import insert_rows, stable_hash
+from medhelm_core.store import insert_rows, stable_hash, upsert
 
 
 _DIGESTS: dict[tuple, str] = {}
@@ -83,11 +83,11 @@ def build_dataset(ws: Workspace, partition_key: str) -> dict:
         with ws.store.transaction() as conn:
             conn.execute("DELETE FROM instances WHERE scenario_key = ?", [key])
             insert_rows(conn, "instances", ["scenario_key", "position", "instance_id", "split", "instance"], rows)
-            conn.execute(
-                "INSERT OR REPLACE INTO datasets (scenario_key, class_name, args, tier, content_hash, num_instances,"
-                " scenario, scenario_metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [key, sspec["class_name"], json.dumps(sspec["args"]), defn.tier, content, len(rows),
-                 json.dumps(defn.metadata(sspec["args"])), json.dumps(_helm_metadata(defn, sspec["args"]))])
+            upsert(conn, "datasets", ["scenario_key"],
+                   ["scenario_key", "class_name", "args", "tier", "content_hash", "num_instances", "scenario",
+                    "scenario_metadata"],
+                   [(key, sspec["class_name"], json.dumps(sspec["args"]), defn.tier, content, len(rows),
+                     json.dumps(defn.metadata(sspec["args"])), json.dumps(_helm_metadata(defn, sspec["args"])))])
         n, built = len(rows), True
     else:
         n = have[0]

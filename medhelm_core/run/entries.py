@@ -13,6 +13,7 @@ from medhelm_core.run.grid import Cell, cell_of, check_cells_unique
 from medhelm_core.run.workspace import RunRef, Workspace
 from medhelm_core.runspecs.metric_bundles import with_metric_device
 from medhelm_core.selections import RunSelection
+from medhelm_core.store import upsert
 
 
 def expand_selection(ws: Workspace, selection: RunSelection) -> list[tuple[Any, dict]]:
@@ -78,11 +79,11 @@ def register_runs(ws: Workspace, suite: str, entries: list[tuple[Any, dict]]) ->
         sspec = spec["scenario_spec"]
         scenario_rows[scenario_partition_key(sspec, ws.edition)] = (tier, json.dumps(sspec, ensure_ascii=False))
     with ws.store.transaction() as conn:
-        conn.executemany(
-            "INSERT OR REPLACE INTO run_entries (suite, run_name, description, priority, conf_path, tier, model,"
-            " model_deployment, run_spec, edition, deployment) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        conn.executemany("INSERT OR REPLACE INTO scenario_specs (partition_key, tier, scenario_spec, edition)"
-                         " VALUES (?, ?, ?, ?)", [(k, t, sp, ws.edition) for k, (t, sp) in scenario_rows.items()])
+        upsert(conn, "run_entries", ["suite", "run_name"],
+               ["suite", "run_name", "description", "priority", "conf_path", "tier", "model", "model_deployment",
+                "run_spec", "edition", "deployment"], rows)
+        upsert(conn, "scenario_specs", ["partition_key"], ["partition_key", "tier", "scenario_spec", "edition"],
+               [(k, t, sp, ws.edition) for k, (t, sp) in scenario_rows.items()])
     return [RunRef(suite, spec["name"]) for _, spec in entries]
 
 
@@ -92,7 +93,7 @@ def _deployment_of(run_spec: dict) -> str:
 
 
 def _registered_deployments(ws: Workspace, suite: str) -> list[tuple[str, str]]:
-    if not ws.store.path.exists():
+    if not ws.store.exists():
         return []
     with ws.store.connect() as conn:
         return conn.execute("SELECT run_name, coalesce(model_deployment, model) FROM run_entries WHERE suite = ?",

@@ -164,7 +164,7 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
 def _stored_results(ws, keys: list[str], requests: dict[str, dict] | None = None) -> dict[str, dict]:
     """The stored answers of these keys; with `requests` (key -> request), each read as the
     workspace's edition reads it (`Workspace.completion_view`)."""
-    if not keys or not ws.store.path.exists():
+    if not keys or not ws.store.exists():
         return {}
     with ws.store.connect() as conn:
         rows = conn.execute("SELECT request_key, result, untruncated FROM completions"

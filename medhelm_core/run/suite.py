@@ -38,7 +38,7 @@ from medhelm_core.run import requests as request_layer
 from medhelm_core.run import scores as score_layer
 from medhelm_core.run.entries import run_workspace, scenario_partition_key
 from medhelm_core.run.workspace import RunRef, Workspace
-from medhelm_core.store import stable_hash
+from medhelm_core.store import stable_hash, upsert
 
 STAGES = ("requests", "completions", "annotations", "scores")
 
@@ -124,7 +124,7 @@ def up_to_date(ws: Workspace, runs: list[RunRef]) -> set[RunRef]:
 def unchanged(ws: Workspace, suite_name: str, entries: list[tuple]) -> bool:
     """Every run of these (run entry, run spec) pairs completed with exactly these specs and the
     same inputs, and its files are on disk: there is nothing to do, not even to register."""
-    if not ws.store.path.exists():
+    if not ws.store.exists():
         return False
     with ws.store.connect() as conn:
         stored = dict(conn.execute("SELECT run_name, run_spec FROM run_entries WHERE suite = ?"
@@ -141,8 +141,8 @@ def unchanged(ws: Workspace, suite_name: str, entries: list[tuple]) -> bool:
 def _record_fingerprint(ws: Workspace, run: RunRef) -> None:
     now, _ = _current_fingerprints(ws, [run])
     with ws.store.transaction() as conn:
-        conn.execute("INSERT OR REPLACE INTO run_fingerprints (suite, run_name, fingerprint) VALUES (?, ?, ?)",
-                     [run.suite, run.run_name, now[run]])
+        upsert(conn, "run_fingerprints", ["suite", "run_name"], ["suite", "run_name", "fingerprint"],
+               [(run.suite, run.run_name, now[run])])
 
 
 def _forget_fingerprint(ws: Workspace, run: RunRef) -> None:

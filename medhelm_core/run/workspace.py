@@ -21,7 +21,7 @@ from medhelm_core.errors import MedhelmError
 from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH
 from medhelm_core.ratelimit import SettingsRegistry
 from medhelm_core.storage import resolve_storage
-from medhelm_core.store import Store
+from medhelm_core.lake_store import open_store
 from medhelm_core.tokenizers import TokenizerError, get_tokenizer, tokenizer_or_approximation
 
 
@@ -62,7 +62,7 @@ class Workspace:
     def __post_init__(self) -> None:
         self.output_path = Path(self.output_path)
         self.local_path = Path(self.local_path)
-        self.store = Store.of(resolve_storage(self.storage, self.output_path))
+        self.store = open_store(resolve_storage(self.storage, self.output_path), self.output_path)
         self.benchmark_paths = tuple(str(p) for p in self.benchmark_paths)
         self.switches: Edition = load_edition(self.edition)
         self._editions: dict[str, Workspace] = {self.edition: self}

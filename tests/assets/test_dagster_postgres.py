@@ -23,16 +23,38 @@ PSQL = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/psql"))), None)
 pytestmark = pytest.mark.skipif(PSQL is None, reason="no PostgreSQL server: bash scripts/setup.sh --with-postgres")
 
 
+LAKE_BIN = Path(__file__).resolve().parents[2] / ".venv-ducklake" / "bin"
+LAKE_URL = "ducklake:postgresql://medhelm@127.0.0.1:55432/medhelm?data_path={work}/.lake"
+
+
 def test_the_readme_commands_for_dagster_on_postgresql_work_as_printed(tmp_path):
-    [block] = code_blocks("Dagster on PostgreSQL", "bash")
+    _run_dagster_block(tmp_path, lake=False)
+
+
+@pytest.mark.skipif(not LAKE_BIN.exists(), reason="no .venv-ducklake: bash scripts/setup.sh --with-ducklake")
+def test_the_same_commands_with_the_data_on_the_shared_store(tmp_path):
+    """As the README says: the same commands from .venv-ducklake with MEDHELM_STORAGE naming a
+    DuckLake (catalog in the same PostgreSQL): Dagster's step processes write the lake in turn."""
+    _run_dagster_block(tmp_path, lake=True)
+
+
+def _run_dagster_block(tmp_path: Path, lake: bool) -> None:
+    block, lake_block = code_blocks("Dagster on PostgreSQL", "bash")
     cmds = [strip_comment(c) for c in commands(block)]
     assert cmds[0].startswith("bash scripts/postgres.sh start") and cmds[-1].startswith("bash scripts/postgres.sh stop")
     assert any(c.startswith(".venv/bin/dagster asset materialize") and "--partition-range" in c for c in cmds)
+    if lake:   # the README's sentence under the block, applied
+        cmds = [c.replace(".venv/bin/dg ", ".venv-ducklake/bin/dg ").replace(".venv/bin/dagster ", ".venv-ducklake/bin/dagster ")
+                for c in cmds]
+        [export] = commands(lake_block)
+        assert export.startswith("export MEDHELM_STORAGE=") and LAKE_URL.format(work="$PWD") in export
+        cmds.insert(1, export)
     for port in (55432, 8765):
         with socket.socket() as probe:
             assert probe.connect_ex(("127.0.0.1", port)) != 0, f"port {port} is in use: stop what holds it"
     shutil.rmtree(PG_DIR, ignore_errors=True)
     work = fresh_checkout(tmp_path)
+    (work / ".venv-ducklake").symlink_to(LAKE_BIN.parent)
     script = ["set -uo pipefail"] + [f"{c}\n" if c.endswith("&") else
                                      f"{c} || {{ echo 'README command {i + 1} failed' >&2; exit 1; }}"
                                      for i, c in enumerate(cmds)]
@@ -52,11 +74,21 @@ def test_the_readme_commands_for_dagster_on_postgresql_work_as_printed(tmp_path)
         runs = subprocess.run([str(PSQL), url, "-tAc", "SELECT status, count(*) FROM runs GROUP BY 1"],
                               capture_output=True, text=True, timeout=60, check=True).stdout.split()
         assert runs == ["SUCCESS|3"]
+        if lake:   # the range's two cells (shc_ptbm_med for both models), in the lake's tables
+            count = ("import sys; from medhelm_core.lake_store import open_store; from medhelm_core.storage import parse_storage\n"
+                     "with open_store(parse_storage(sys.argv[1]), 'benchmark_output').connect(read_only=True) as c:\n"
+                     "    print(c.execute(\"SELECT count(DISTINCT run_name) FROM run_stats WHERE suite = 'example'\").fetchall()[0][0])")
+            r = subprocess.run([str(LAKE_BIN / "python"), "-c", count, LAKE_URL.format(work=work)], cwd=work,
+                               capture_output=True, text=True, timeout=120)
+            assert r.stdout.strip() == "2", r.stdout + r.stderr
     finally:
         stop_group(proc.pid)  # the demo server
         subprocess.run(["bash", "scripts/postgres.sh", "stop", str(PG_DIR)], cwd=work, capture_output=True, timeout=120)
         shutil.rmtree(PG_DIR, ignore_errors=True)
     assert not list((work / ".dagster_pg").rglob("*.db"))  # no SQLite storage beside dagster.yaml
+    if lake:
+        assert not (work / "benchmark_output" / "medhelm.duckdb").exists() and list((work / ".lake").rglob("*.parquet"))
+        return
     with duckdb.connect(str(work / "benchmark_output" / "medhelm.duckdb"), read_only=True) as conn:
         cells = conn.execute("SELECT count(DISTINCT run_name) FROM run_stats WHERE suite = 'example'").fetchone()[0]
     assert cells == 2  # shc_ptbm_med for both models: the range's two cells
