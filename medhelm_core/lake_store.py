@@ -18,6 +18,7 @@ catalog (PostgreSQL) and Parquet folder, and the store behaves as the DuckDB fil
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -130,6 +131,7 @@ class LakeStore(Store):
         self._scratch = Path(scratch_dir)
         self._lock = threading.RLock()
         self._conn: duckdb.DuckDBPyConnection | None = None
+        self._idle = threading.local()   # each thread's idle cursor
         self.writer = WriterLock(storage, lock_timeout_s)
 
     @property
@@ -155,28 +157,47 @@ class LakeStore(Store):
 
     @contextmanager
     def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        cursor = self._connection().cursor()
-        try:
+        """A cursor with the lake in use: this thread's idle one when it has one (a `USE` costs a
+        millisecond on a lake), else a new one; a block that failed leaves its cursor closed."""
+        idle = getattr(self._idle, "cursor", None)
+        self._idle.cursor = None
+        cursor = idle
+        if cursor is None:
+            cursor = self._connection().cursor()
             cursor.execute(f"USE {LAKE}")
+        try:
             yield cursor
-        finally:
+        except BaseException:
+            cursor.close()
+            raise
+        if getattr(self._idle, "cursor", None) is None:
+            self._idle.cursor = cursor
+        else:
             cursor.close()
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        if read_only:
-            with self._cursor() as cursor:
-                yield cursor
-            return
+        """Reads never wait. A writing block takes the write turn at its first statement that is not a
+        plain read (a BEGIN included), so its transaction starts after every earlier writer committed,
+        and keeps it to the end of the block."""
         self.path.parent.mkdir(parents=True, exist_ok=True)   # the journal's folder
-        with self.writer, self._cursor() as cursor:
-            if not self._initialised:
-                with in_transaction(cursor):   # every table, or none
-                    for name in DDL_FILES:
-                        cursor.execute(ducklake_ddl(ddl(name)))
-                self._initialised = True
-                self._recover_answers(cursor)
-            yield cursor
+        if not self._initialised and not read_only:
+            with self.writer, self._cursor() as cursor:
+                if not self._initialised:
+                    with in_transaction(cursor):   # every table, or none
+                        for name in DDL_FILES:
+                            cursor.execute(ducklake_ddl(ddl(name)))
+                    self._initialised = True
+                    self._recover_answers(cursor)
+        with self._cursor() as cursor:
+            if read_only:
+                yield cursor
+                return
+            turn = _TurnTaking(cursor, self.writer)
+            try:
+                yield turn
+            finally:
+                turn.release()
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -189,3 +210,46 @@ class LakeStore(Store):
                 self._conn = None
         self.writer.close()
 
+
+
+# A statement that starts so, and names none of the writing verbs, only reads (or sets a session option).
+_READS = re.compile(r"^\s*\(*\s*(SELECT|WITH|FROM|SHOW|DESCRIBE|SUMMARIZE|EXPLAIN|VALUES|TABLE|PRAGMA|SET|USE)\b",
+                    re.IGNORECASE)
+_WRITES = re.compile(r"\b(INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|MERGE|COPY|CALL|CHECKPOINT|ATTACH|DETACH)\b", re.IGNORECASE)
+
+
+def only_reads(sql: str) -> bool:
+    return bool(_READS.match(sql)) and not _WRITES.search(sql)
+
+
+class _TurnTaking:
+    """A cursor that takes the lake's write turn before its first statement that may write, and holds
+    it until `release` (the end of the `connect` block); everything else is the cursor's."""
+
+    def __init__(self, cursor: duckdb.DuckDBPyConnection, writer: WriterLock):
+        self._cursor, self._writer, self._holding = cursor, writer, False
+
+    def _before(self, sql: str) -> None:
+        if not self._holding and not only_reads(sql):
+            self._writer.__enter__()
+            self._holding = True
+
+    def execute(self, sql: str, *args, **kwargs):
+        self._before(sql)
+        return self._cursor.execute(sql, *args, **kwargs)
+
+    def executemany(self, sql: str, *args, **kwargs):
+        self._before(sql)
+        return self._cursor.executemany(sql, *args, **kwargs)
+
+    def sql(self, sql: str, *args, **kwargs):
+        self._before(sql)
+        return self._cursor.sql(sql, *args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self._cursor, name)
+
+    def release(self) -> None:
+        if self._holding:
+            self._holding = False
+            self._writer.__exit__(None, None, None)

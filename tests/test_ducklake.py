@@ -71,9 +71,9 @@ def lake(tmp_path):
         yield f"ducklake:{url}?data_path={tmp_path / 'lake'}", tmp_path / "lake"
 
 
-def _in_lake_env(script: str, url: str) -> dict:
+def _in_lake_env(script: str, url: str, *more: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "MEDHELM_STORAGE"}
-    r = subprocess.run([str(LAKE_PY), "-c", script, url], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    r = subprocess.run([str(LAKE_PY), "-c", script, url, *more], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -217,3 +217,45 @@ def test_without_the_extra_the_error_is_one_line_naming_it(tmp_path):
         assert 'pip install "medhelm-build[ducklake]"' in str(e.value) and "\n" not in str(e.value)
     else:
         pytest.skip("this environment has the [ducklake] extra")
+
+
+TURNS = r"""
+import json, sys, time
+import psycopg2
+from medhelm_core.errors import MedhelmError
+from medhelm_core.lake_store import _WRITER_KEY, LakeStore
+from medhelm_core.storage import parse_storage
+
+storage = parse_storage(sys.argv[1])
+store = LakeStore(storage, sys.argv[2], lock_timeout_s=1.0)
+with store.transaction() as c:
+    c.execute("INSERT INTO completion_errors (request_key) VALUES ('k0')")
+holder = psycopg2.connect(**storage.catalog)   # another process (or machine) in its write turn
+holder.autocommit = True
+holder.cursor().execute("SELECT pg_advisory_lock(%s)", [_WRITER_KEY])
+start = time.monotonic()
+with store.connect() as c:   # a block that only reads does not wait for the turn
+    seen = c.execute("SELECT count(*) FROM completion_errors").fetchall()[0][0]
+read_s = time.monotonic() - start
+try:
+    with store.transaction() as c:
+        c.execute("INSERT INTO completion_errors (request_key) VALUES ('k1')")
+    refused = None
+except MedhelmError as e:
+    refused = str(e)
+holder.close()   # its session ends, and its turn with it (as a kill -9 would)
+with store.transaction() as c:
+    c.execute("INSERT INTO completion_errors (request_key) VALUES ('k2')")
+with store.connect(read_only=True) as c:
+    keys = [r[0] for r in c.execute("SELECT request_key FROM completion_errors ORDER BY 1").fetchall()]
+print(json.dumps({"seen": seen, "read_s": read_s, "refused": refused, "keys": keys}))
+"""
+
+
+def test_writers_take_turns_and_readers_never_wait(lake, tmp_path):
+    """While another session holds the lake's write turn, a read goes through at once, a write waits
+    its timeout and stops with one line (nothing written); once that session ends, writes go on."""
+    url, _ = lake
+    got = _in_lake_env(TURNS, url, str(tmp_path / "out"))
+    assert got["seen"] == 1 and got["read_s"] < 0.9 and got["keys"] == ["k0", "k2"]
+    assert got["refused"] and "another writer held the DuckLake for 1 s" in got["refused"] and "\n" not in got["refused"]
