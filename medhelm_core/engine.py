@@ -14,7 +14,8 @@
   claims of a dead owner (its pid is gone, or its heartbeat is older than `lease_s`) are taken over.
 * Per-deployment lanes: each deployment gets `max_concurrency` worker threads, admitted by its
   `ratelimit.EndpointLimiter` (adaptive in-flight limit, RPM/TPM buckets, Retry-After and
-  rate-limit-header pauses). A transient failure (429, 5xx, timeout, connection) is put back with
+  rate-limit-header pauses); a request in flight also holds one of the deployment's
+  `max_concurrency` slots shared by every process of the store (`slots`). A transient failure (429, 5xx, timeout, connection) is put back with
   a back-off (the server's Retry-After, or exponential with jitter) while the worker moves on to
   the next request; after `max_attempts` it is recorded in `completion_errors` (never stored as a
   completion, so the rerun asks again). Content-filter blocks are HELM's non-fatal empty completion
@@ -559,11 +560,20 @@ class _Call:
                 lease = limiter.acquire(item.tokens, self.stop, e.priority)
                 if lease is None:
                     return  # stopping
+                slot = None
+                if settings.max_concurrency:   # the deployment's cap holds across processes too
+                    slot = e.store.slots.acquire(job.deployment, settings.max_concurrency, self.stop)
+                    if slot is None:
+                        limiter.cancel(lease)
+                        return  # stopping
                 try:
                     att = _attempt(client, job.request)
                 except BaseException:
                     limiter.release(lease, FATAL)
                     raise
+                finally:
+                    if slot is not None:
+                        e.store.slots.release(slot)
                 used = None
                 if att.prompt_tokens is not None and att.completion_tokens is not None:
                     used = att.prompt_tokens + att.completion_tokens

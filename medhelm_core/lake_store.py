@@ -28,6 +28,7 @@ import duckdb
 
 from medhelm_core.errors import MedhelmError
 from medhelm_core.resources import ddl
+from medhelm_core.slots import PostgresSlots
 from medhelm_core.storage import LAKE, Storage, ducklake_ddl, open_ducklake
 from medhelm_core.store import DDL_FILES, Store, in_transaction
 
@@ -51,6 +52,24 @@ _STORES: dict[tuple, "LakeStore"] = {}
 _STORES_LOCK = threading.Lock()
 
 
+def catalog_session(storage: Storage):
+    """A psycopg2 connection (autocommit) to the catalog's PostgreSQL, for its advisory locks."""
+    try:
+        import psycopg2
+    except ImportError:
+        raise MedhelmError("ducklake: storage needs the [ducklake] extra (psycopg2, for the writers' turn): "
+                           "pip install \"medhelm-build[ducklake]\"") from None
+    # Keepalives: a machine that vanishes loses its locks within a minute, as a dead process at once.
+    params = {"keepalives": 1, "keepalives_idle": 15, "keepalives_interval": 5, "keepalives_count": 6,
+              **(storage.catalog or {})}
+    try:
+        pg = psycopg2.connect(password=storage.password, **params)
+    except psycopg2.Error as e:
+        raise MedhelmError(f"{storage}: cannot reach the catalog: {str(e).strip().splitlines()[0]}") from None
+    pg.autocommit = True
+    return pg
+
+
 class WriterLock:
     """The lake's write turn: a thread lock in this process, and PostgreSQL's session-level advisory
     lock `_WRITER_KEY` across processes, held by one connection of this process (re-entrant: nested
@@ -64,20 +83,8 @@ class WriterLock:
         self._pg = None
 
     def _connection(self):
-        try:
-            import psycopg2
-        except ImportError:
-            raise MedhelmError("ducklake: storage needs the [ducklake] extra (psycopg2, for the writers' turn): "
-                               "pip install \"medhelm-build[ducklake]\"") from None
         if self._pg is None or self._pg.closed:
-            # Keepalives: a machine that vanishes loses its turn within a minute, as a dead process at once.
-            params = {"keepalives": 1, "keepalives_idle": 15, "keepalives_interval": 5, "keepalives_count": 6,
-                      **(self.storage.catalog or {})}
-            try:
-                self._pg = psycopg2.connect(password=self.storage.password, **params)
-            except psycopg2.Error as e:
-                raise MedhelmError(f"{self.storage}: cannot reach the catalog: {str(e).strip().splitlines()[0]}") from None
-            self._pg.autocommit = True
+            self._pg = catalog_session(self.storage)
         return self._pg
 
     def __enter__(self) -> "WriterLock":
@@ -133,6 +140,7 @@ class LakeStore(Store):
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._idle = threading.local()   # each thread's idle cursor
         self.writer = WriterLock(storage, lock_timeout_s)
+        self._slots = PostgresSlots(lambda: catalog_session(storage))
 
     @property
     def where(self) -> str:
@@ -141,6 +149,11 @@ class LakeStore(Store):
     @property
     def scratch_dir(self) -> Path:
         return self._scratch
+
+    @property
+    def slots(self) -> PostgresSlots:
+        """The deployments' request slots, shared by every process on any machine (`slots`)."""
+        return self._slots
 
     def exists(self) -> bool:
         """Whether the lake holds the store's tables (a writer created them)."""

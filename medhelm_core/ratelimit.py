@@ -391,6 +391,12 @@ class EndpointLimiter:
             return None
         return Lease(tokens, time.monotonic())
 
+    def cancel(self, lease: Lease) -> None:
+        """Give a lease back unused: its request was never sent."""
+        if self.tpm is not None:
+            self.tpm.give_back(lease.tokens)
+        self._free()
+
     def _free(self) -> None:
         with self.cond:
             self.in_flight -= 1

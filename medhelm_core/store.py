@@ -10,6 +10,7 @@ The same discipline holds on a DuckLake shared by many processes (`lake_store.La
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -23,6 +24,7 @@ import filelock
 
 from medhelm_core import journal, owners
 from medhelm_core.resources import ddl
+from medhelm_core.slots import FileSlots
 from medhelm_core.storage import DB_FILENAME, on_ducklake, sql_str  # noqa: F401 (sql_str: used from here)
 
 # Created on first write, in this order (sql/ddl/): the pipeline's tables, their additive
@@ -136,6 +138,11 @@ class _Database:
                     self._close()
 
 
+@functools.lru_cache(maxsize=None)
+def _file_slots(folder: Path) -> FileSlots:
+    return FileSlots(folder)
+
+
 _DATABASES: dict[Path, _Database] = {}
 _DATABASES_LOCK = threading.Lock()
 
@@ -175,6 +182,11 @@ class Store:
     def exists(self) -> bool:
         """Whether anything was ever written (a reader has tables to read)."""
         return self.path.exists()
+
+    @property
+    def slots(self) -> FileSlots:
+        """The deployments' request slots shared by the processes of this machine (`slots`)."""
+        return _file_slots(Path(str(self.path.absolute()) + ".slots"))
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -141,3 +141,21 @@ def test_a_lake_whose_parquet_files_are_in_a_gs_bucket(shared):
         assert not list(shared["root"].glob("gs_*/**/*.parquet"))
     finally:
         emulator.close()
+
+
+def test_processes_on_a_lake_keep_each_deployment_within_its_max_concurrency(tmp_path):
+    """The same on a DuckLake (slots are the catalog's PostgreSQL advisory locks, for any machine)."""
+    from tests.run.test_slots import peak_in_flight, two_runs_on_one_store
+
+    skip_without_lake()
+    server = MockServer("--latency-ms", "60", "--log-jsonl", str(tmp_path / "requests.jsonl"))
+    try:
+        lay_out_inputs(SYNTHETIC / "inputs", tmp_path, server.base_url)
+        with running_postgres() as url:
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("MEDHELM_", "DAGSTER_"))}
+            env["MEDHELM_STORAGE"] = f"ducklake:{url}?data_path={tmp_path / 'lake'}"
+            two_runs_on_one_store(tmp_path, env, LAKE_PY)
+    finally:
+        server.close()
+    peaks = peak_in_flight(tmp_path / "requests.jsonl")
+    assert peaks["mock-gpt-a"] == peaks["mock-gpt-b"] == 2 and peaks["mock-judge"] > 2, peaks
