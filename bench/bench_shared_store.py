@@ -71,6 +71,24 @@ def stop_postgres(where: Path) -> None:
     subprocess.run(["bash", "scripts/postgres.sh", "stop", str(where)], cwd=ROOT, capture_output=True, timeout=120)
 
 
+def catalog_bytes(url: str) -> int:
+    """The catalog database's size (DuckLake keeps small inserts inlined there, besides the metadata)."""
+    import psycopg2
+
+    with psycopg2.connect(url) as pg, pg.cursor() as cur:
+        cur.execute("SELECT pg_database_size(current_database()) - pg_database_size('template1')")
+        return cur.fetchone()[0]
+
+
+def machine_busy(since: tuple[int, int] | None = None):
+    """The (busy, total) jiffies of all cores now, or the busy fraction since `since`."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    now = (sum(fields) - fields[3] - fields[4], sum(fields))   # idle and iowait are not busy
+    if since is None:
+        return now
+    return (now[0] - since[0]) / max(1, now[1] - since[1])
+
+
 def runs_throughput(instances: int) -> None:
     """medhelm-run with 1 and 2 processes on bench_suite's suite, into a DuckDB file and a DuckLake."""
     from bench.bench_suite import JUDGES, MODELS, lay_out_suite, reset, stats
@@ -85,13 +103,15 @@ def runs_throughput(instances: int) -> None:
                 key = f"{kind.split()[-1].lower()}{n}"
                 if kind == "DuckLake":
                     servers.append(work / f"pg_{key}")
-                    storage = f"ducklake:{start_postgres(servers[-1])}?data_path={work / ('lake_' + key)}"
+                    catalog = start_postgres(servers[-1])
+                    storage = f"ducklake:{catalog}?data_path={work / ('lake_' + key)}"
                 else:
                     storage = f"duckdb:{work / key / 'medhelm.duckdb'}"
                 groups = [MODELS] if n == 1 else [MODELS[:len(MODELS) // 2], MODELS[len(MODELS) // 2:]]
                 for name in MODELS + JUDGES:
                     reset(ports[name])
                 procs = []
+                busy_before, cpu = machine_busy(), 0.0
                 start = time.perf_counter()
                 for i, models in enumerate(groups):
                     out = work / f"{key}_out{i}"
@@ -102,16 +122,21 @@ def runs_throughput(instances: int) -> None:
                          "--max-eval-instances", str(instances), "--num-threads", "4", "--output-path", str(out),
                          "--local-path", "work/prod_env", "--no-progress", "--storage", storage,
                          "--models-to-run", *[f"mockai/{m}" for m in models]],
-                        cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
-                for proc in procs:
-                    _, err = proc.communicate()
-                    if proc.returncode:
+                        cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=open(work / f"{key}_out{i}.err", "w")))
+                for i, proc in enumerate(procs):
+                    _, status, usage = os.wait4(proc.pid, 0)
+                    if os.waitstatus_to_exitcode(status):
+                        err = (work / f"{key}_out{i}.err").read_text()
                         sys.exit(f"bench_shared_store: medhelm-run ({kind}, {n} processes) failed:\n{err[-3000:]}")
+                    cpu += usage.ru_utime + usage.ru_stime
                 wall = time.perf_counter() - start
+                busy = machine_busy(busy_before)
                 counts = [stats(ports[name]) for name in MODELS + JUDGES]
                 calls = sum(c["total_requests"] for c in counts)
                 twice = calls - sum(c["distinct_requests"] for c in counts)
-                rows.append((kind, n, wall, calls, twice))
+                stored = (sum(f.stat().st_size for f in (work / ("lake_" + key)).rglob("*.parquet")) + catalog_bytes(catalog)
+                          if kind == "DuckLake" else (work / key / "medhelm.duckdb").stat().st_size)
+                rows.append((kind, n, wall, calls, twice, cpu, busy, stored))
     finally:
         for proc in mocks:
             proc.terminate()
@@ -120,11 +145,16 @@ def runs_throughput(instances: int) -> None:
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nmedhelm-run on bench_suite's suite ({len(MODELS) * 3} runs x {instances} instances, mock latency 0; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
-    print(f"{'store':<13}{'processes':>10}{'wall s':>9}{'calls':>8}{'calls/s':>9}{'paid twice':>12}{'vs 1':>7}")
+    print(f"{'store':<13}{'processes':>10}{'wall s':>9}{'calls':>8}{'calls/s':>9}{'paid twice':>12}{'vs 1':>7}"
+          f"{'client CPU ms/call':>20}{'machine busy':>14}{'stored KB/instance':>20}")
     one = {}
-    for kind, n, wall, calls, twice in rows:
+    for kind, n, wall, calls, twice, cpu, busy, stored in rows:
         one.setdefault(kind, calls / wall)
-        print(f"{kind:<13}{n:>10}{wall:>9.1f}{calls:>8}{calls / wall:>9.1f}{twice:>12}{(calls / wall) / one[kind]:>6.2f}x")
+        print(f"{kind:<13}{n:>10}{wall:>9.1f}{calls:>8}{calls / wall:>9.1f}{twice:>12}{(calls / wall) / one[kind]:>6.2f}x"
+              f"{1000 * cpu / calls:>20.1f}{busy:>13.0%}{stored / 1024 / (len(MODELS) * 3 * instances):>20.2f}")
+    print("(client CPU: user + system seconds of the medhelm-run processes; machine busy: all cores, from /proc/stat,"
+          " the mock servers included; stored: the DuckDB file, or the lake's Parquet files plus its catalog database"
+          " beyond an empty one)")
 
 
 def main() -> None:
