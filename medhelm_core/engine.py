@@ -15,8 +15,9 @@
 * Per-deployment lanes: each deployment gets `max_concurrency` worker threads, admitted by its
   `ratelimit.EndpointLimiter` (adaptive in-flight limit, RPM/TPM buckets, Retry-After and
   rate-limit-header pauses); a request in flight also holds one of the deployment's
-  `max_concurrency` slots shared by every process of the store (`slots`). A transient failure (429, 5xx, timeout, connection) is put back with
-  a back-off (the server's Retry-After, or exponential with jitter) while the worker moves on to
+  `max_concurrency` slots shared by every process of the store (`slots`). A transient failure
+  (429, 5xx, timeout, connection) is put back with a back-off (the server's Retry-After, or
+  exponential with jitter) while the worker moves on to
   the next request; after `max_attempts` it is recorded in `completion_errors` (never stored as a
   completion, so the rerun asks again). Content-filter blocks are HELM's non-fatal empty completion
   and are stored with `outcome = 'content_filter'`. A 401/403/404 stops the deployment's lane: every

@@ -222,7 +222,7 @@ class LakeStore(Store):
                 self._conn.close()
                 self._conn = None
         self.writer.close()
-
+        self._slots.close()
 
 
 # A statement that starts so, and names none of the writing verbs, only reads (or sets a session option).

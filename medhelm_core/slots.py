@@ -110,6 +110,13 @@ class PostgresSlots(_Slots):
             self._held.clear()
             raise MedhelmError(f"request slots: the catalog's PostgreSQL is unreachable: {str(e).strip().splitlines()[0]}") from None
 
+    def close(self) -> None:
+        with self._lock:
+            if self._pg is not None:
+                self._pg.close()
+                self._pg = None
+            self._held.clear()
+
     def _free(self, deployment: str, i: int) -> None:
         try:
             with self._cursor() as cur:

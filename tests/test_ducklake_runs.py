@@ -41,9 +41,10 @@ def shared(tmp_path_factory):
         server.close()
 
 
-def _start(shared, out: str, suite: str, *extra: str, env: dict | None = None) -> subprocess.Popen:
-    """medhelm-run in the lake environment, its own output path (as on another machine) and Dagster home."""
-    args = [str(BIN / "medhelm-run"), "--conf-paths", CONFS[suite], "--suite", suite, "--max-eval-instances", "50",
+def _start(shared, out: str, suite: str, *extra: str, env: dict | None = None, name: str | None = None) -> subprocess.Popen:
+    """medhelm-run in the lake environment, its own output path (as on another machine) and Dagster home;
+    the conf of `suite`, run under `name` when given."""
+    args = [str(BIN / "medhelm-run"), "--conf-paths", CONFS[suite], "--suite", name or suite, "--max-eval-instances", "50",
             "--output-path", out, "--local-path", "work/prod_env", "--num-threads", "4", *extra]
     return subprocess.Popen(args, cwd=shared["root"], env={**(env or shared["env"]), "DAGSTER_HOME": str(shared["root"] / out / "dh")},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -159,3 +160,44 @@ def test_processes_on_a_lake_keep_each_deployment_within_its_max_concurrency(tmp
         server.close()
     peaks = peak_in_flight(tmp_path / "requests.jsonl")
     assert peaks["mock-gpt-a"] == peaks["mock-gpt-b"] == 2 and peaks["mock-judge"] > 2, peaks
+
+
+def test_the_page_reads_the_shared_store_while_a_run_writes_it(shared):
+    """medhelm-server on the lake answers every request, the same, while another process runs a suite
+    into it (reads never wait for the write turn and see only committed snapshots)."""
+    import json
+    import socket
+    import urllib.request
+
+    _finish(_start(shared, "out_p", "oracle-cfg"))   # the suite the page shows (stored answers reused)
+    _summarize(shared, "out_p", "--suite", "oracle-cfg", "--auto-generate-schema")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    page = subprocess.Popen([str(BIN / "medhelm-server"), "--suite", "oracle-cfg", "--output-path", "out_p",
+                             "--port", str(port)], cwd=shared["root"], env=shared["env"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        def ask(endpoint: str):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/{endpoint}", timeout=30) as r:
+                assert r.status == 200
+                return json.loads(r.read())
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                before = ask("runs")
+                break
+            except OSError:
+                assert page.poll() is None and time.monotonic() < deadline, page.stderr.read()[-2000:]
+                time.sleep(0.2)
+        writer = _start(shared, "out_w", "oracle-cfg", name="watched")
+        answers = 0
+        while writer.poll() is None:
+            assert ask("runs") == before
+            answers += 1
+        _finish(writer)
+        assert answers >= 5 and ask("runs") == before
+    finally:
+        page.terminate()
+        page.wait(timeout=30)
