@@ -32,7 +32,7 @@ case "$CMD" in
     fi
     as_owner "$BIN/pg_ctl" -D "$DATA" -l "$DIR/server.log" -w -t 60 \
       -o "-c listen_addresses=127.0.0.1 -p $PORT -k $DIR -c max_connections=200 -c fsync=off" start >/dev/null \
-      || { echo "postgres.sh: the server did not start, see $DIR/server.log" >&2; exit 1; }
+      || { echo "postgres.sh: the server did not start, see $DIR/server.log:" >&2; tail -n 5 "$DIR/server.log" >&2; exit 1; }
     if ! as_owner "$BIN/psql" -h 127.0.0.1 -p "$PORT" -U medhelm -d postgres -tAc \
         "SELECT 1 FROM pg_database WHERE datname = 'medhelm'" | grep -q 1; then
       as_owner "$BIN/createdb" -h 127.0.0.1 -p "$PORT" -U medhelm medhelm
