@@ -40,4 +40,5 @@ SELECT benchmark, model_deployment, model, any_value(model_name) AS model_name, 
        sum(sum) AS s, sum(count) AS c
 FROM chosen
 WHERE name = matcher_name OR NOT has_primary
-GROUP BY benchmark, model_deployment, model, instance_id;
+GROUP BY benchmark, model_deployment, model, instance_id
+ORDER BY benchmark, model_deployment, model, instance_id;

@@ -33,4 +33,5 @@ JOIN points p ON p.benchmark = k.column_group AND p.model_deployment IS NOT DIST
              AND p.model IS NOT DISTINCT FROM r.model
 LEFT JOIN intervals i ON i.benchmark = p.benchmark AND i.model_deployment IS NOT DISTINCT FROM p.model_deployment
                      AND i.model IS NOT DISTINCT FROM p.model
-WHERE c.value IS NOT NULL AND k.matcher_perturbation IS NULL;
+WHERE c.value IS NOT NULL AND k.matcher_perturbation IS NULL
+ORDER BY c.table_id, c.row_pos, c.col_idx;

@@ -37,4 +37,5 @@ draws AS (
 SELECT v.benchmark, v.model_deployment, v.model, d.b,
        round(list_sum(list_select(v.sv, d.picks))
              / nullif(CASE WHEN v.unit_counts THEN d.n ELSE list_sum(list_select(v.cv, d.picks)) END, 0), 12) AS value
-FROM draws d JOIN vectors v ON v.benchmark = d.benchmark;
+FROM draws d JOIN vectors v ON v.benchmark = d.benchmark
+ORDER BY v.benchmark, v.model_deployment, v.model, d.b;

@@ -12,4 +12,5 @@ SELECT c.table_id, c.row_pos, c.col_idx, k.column_group AS benchmark, k.matcher_
 FROM table_cells c
 JOIN table_columns k ON k.table_id = c.table_id AND k.col_idx = c.col_idx
 JOIN table_rows r ON r.table_id = c.table_id AND r.row_pos = c.row_pos
-WHERE c.table_id = (SELECT table_id FROM headline);
+WHERE c.table_id = (SELECT table_id FROM headline)
+ORDER BY c.row_pos, c.col_idx;

@@ -30,4 +30,5 @@ rates AS (
     FROM scored WHERE n >= 2 GROUP BY ALL
 )
 SELECT row_pos, b, mean_win_rate, rank() OVER (PARTITION BY b ORDER BY mean_win_rate DESC) AS rank
-FROM rates;
+FROM rates
+ORDER BY b, row_pos;
