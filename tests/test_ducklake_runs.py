@@ -174,9 +174,10 @@ def test_the_page_reads_the_shared_store_while_a_run_writes_it(shared):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    log = shared["root"] / "page.log"
     page = subprocess.Popen([str(BIN / "medhelm-server"), "--suite", "oracle-cfg", "--output-path", "out_p",
                              "--port", str(port)], cwd=shared["root"], env=shared["env"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=open(log, "w"))
     try:
         def ask(endpoint: str):
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/{endpoint}", timeout=30) as r:
@@ -189,7 +190,7 @@ def test_the_page_reads_the_shared_store_while_a_run_writes_it(shared):
                 before = ask("runs")
                 break
             except OSError:
-                assert page.poll() is None and time.monotonic() < deadline, page.stderr.read()[-2000:]
+                assert page.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
                 time.sleep(0.2)
         writer = _start(shared, "out_w", "oracle-cfg", name="watched")
         answers = 0
@@ -200,4 +201,8 @@ def test_the_page_reads_the_shared_store_while_a_run_writes_it(shared):
         assert answers >= 5 and ask("runs") == before
     finally:
         page.terminate()
-        page.wait(timeout=30)
+        try:
+            page.wait(timeout=30)
+        except subprocess.TimeoutExpired:   # seen once in CI (not reproduced): the check above is what counts
+            page.kill()
+            page.wait(timeout=30)
