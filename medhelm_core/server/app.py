@@ -18,6 +18,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import signal
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
@@ -147,9 +148,17 @@ def run_forever(reader: Reader, host: str, port: int, redact: bool = False,
                 announce: Callable[[str], None] = print) -> None:
     server = make_server(reader, host, port, redact)
     announce(f"medhelm-server: {reader.where} -> http://{host}:{server.server_address[1]}/  (Ctrl-C to stop)")
+    # SIGTERM stops it as Ctrl-C does, even where it was inherited as ignored (a background job of a
+    # script, PID 1 of a container).
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt

@@ -567,3 +567,38 @@ def test_published_release_imported(tmp_path, browser, shots):
     finally:
         s.close()
 
+
+
+def test_sigterm_stops_the_server_even_when_inherited_as_ignored(example):
+    """A background job of a script, or PID 1 of a container, starts with SIGTERM ignored; the server
+    still stops on it, as on Ctrl-C."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    out, _ = example
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "medhelm_core.server.cli", "--suite", "example", "--output-path",
+                             str(out), "--port", str(port)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/runs", timeout=10) as r:
+                    assert r.status == 200
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.2)
+        proc.terminate()
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
