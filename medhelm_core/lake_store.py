@@ -193,7 +193,6 @@ class LakeStore(Store):
         """Reads never wait. A writing block takes the write turn at its first statement that is not a
         plain read (a BEGIN included), so its transaction starts after every earlier writer committed,
         and keeps it to the end of the block."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)   # the journal's folder
         if not self._initialised and not read_only:
             with self.writer, self._cursor() as cursor:
                 if not self._initialised:

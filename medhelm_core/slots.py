@@ -20,7 +20,6 @@ import fcntl
 import hashlib
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Optional
 
