@@ -8,8 +8,8 @@
   `flush_every`), in the store's write turn, an answer already stored being kept. A kill
   -9 at any moment loses only the requests in flight; the next process replays the journal, asks
   only for the rest, and no row is ever duplicated.
-* One asker per request across processes: before sending, a process claims its requests in
-  `completion_claims` (same transaction discipline). Another process running at the same time
+* One asker per request across processes: before sending, a process claims its requests (`claims`:
+  the store's `completion_claims`, or a table in a DuckLake's PostgreSQL). Another process running at the same time
   skips requests claimed by a live owner and waits for their answers to land in `completions`;
   claims of a dead owner (its pid is gone, or its heartbeat is older than `lease_s`) are taken over.
 * Per-deployment lanes: each deployment gets `max_concurrency` worker threads, admitted by its
@@ -45,8 +45,7 @@ from medhelm_core.costs import record_prices
 from medhelm_core.ratelimit import (CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, TRANSIENT, DeploymentSettings,
                                     backoff_delay, limiter_for)
 from medhelm_core.errors import MedhelmError
-from medhelm_core.store import (Store, dead_claimants, drop_claims, insert_answers, insert_values,
-                                replay_answers)
+from medhelm_core.store import Store, insert_answers, insert_values
 
 
 class Client(Protocol):
@@ -230,14 +229,12 @@ class CompletionEngine:
             call.close()
         return call.results, call.report
 
-    def _commit_batch(self, conn, rows: list[tuple], failures: list[tuple], settled: list[str], owner: str) -> None:
-        """One batch, inside the caller's transaction: answers, failures, and the claims they settle."""
+    def _commit_batch(self, conn, rows: list[tuple], failures: list[tuple]) -> None:
+        """One batch, inside the caller's transaction: answers and failures (the store's claims
+        settle theirs, `claims`)."""
         insert_answers(conn, rows)
         insert_values(conn, "completion_errors", ["request_key", "model_deployment", "error", "attempts", "kind"],
                 failures)
-        conn.execute("DELETE FROM completion_claims WHERE owner = ? AND request_key IN"
-                     " (SELECT unnest(?::VARCHAR[]))", [owner, settled])
-        conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner = ?", [time.time(), owner])
 
 
 class _Call:
@@ -360,30 +357,12 @@ class _Call:
         t.start()
 
     def _claim(self, keys: list[str], prices: dict | None = None) -> set[str]:
-        """Claim the keys nobody alive is asking; returns those now mine. Also records the prices
-        in use (`deployment_prices`), in the same transaction."""
+        """Claim the keys nobody alive is asking (`claims`); returns those now mine. Also records
+        the prices in use (`deployment_prices`)."""
         if not keys:
             return set()
-        recovered: list = []
-        with self.e.store.transaction() as conn:
-            if prices:
-                record_prices(conn, prices)
-            dead = dead_claimants(conn, self.e.lease_s, keys=keys, besides=self.owner)
-            if dead:  # take over: first fold in what they journaled, then drop their claims
-                recovered = replay_answers(conn, self.e.store.path, dead=set(dead).__contains__)
-                drop_claims(conn, dead)
-            # Unclaimed and unanswered keys only: exact, as writers take turns (the store's lock), and
-            # the form a DuckLake takes too (no unique keys there).
-            conn.execute(
-                "INSERT INTO completion_claims (request_key, owner, heartbeat)"
-                " SELECT k, ?, ? FROM (SELECT DISTINCT unnest(?::VARCHAR[]) AS k)"
-                " WHERE k NOT IN (SELECT request_key FROM completions)"
-                " AND k NOT IN (SELECT request_key FROM completion_claims)",
-                [self.owner, time.time(), keys])
-            rows = conn.execute("SELECT request_key, owner FROM completion_claims"
-                                " WHERE request_key IN (SELECT unnest(?::VARCHAR[]))", [keys]).fetchall()
-        journal.remove(recovered)
-        mine = {k for k, o in rows if o == self.owner}
+        also = (lambda conn: record_prices(conn, prices)) if prices else None
+        mine = self.e.store.claims.claim(keys, self.owner, self.e.lease_s, also=also)
         self.holding |= mine
         return mine
 
@@ -391,8 +370,7 @@ class _Call:
         if not self.holding:
             return  # every claim was settled by the commits
         self.holding.clear()
-        with self.e.store.transaction() as conn:
-            conn.execute("DELETE FROM completion_claims WHERE owner = ?", [self.owner])
+        self.e.store.claims.release(self.owner)
 
     # -- collecting and committing -----------------------------------------------------------
     def loop(self) -> None:
@@ -495,9 +473,7 @@ class _Call:
             self._flush()
         if self.answers is not None and now - self.last_beat >= min(30.0, self.e.lease_s / 4):
             self.last_beat = now
-            with self.e.store.transaction() as conn:
-                conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner = ?",
-                             [time.time(), self.owner])
+            self.e.store.claims.heartbeat(self.owner)
 
     def _flush(self) -> None:
         """Commit the journal's closed segment and the failures in one transaction."""
@@ -507,8 +483,8 @@ class _Call:
             return
         rows = [tuple(r) for r in segment.rows] if segment else []
         settled = (segment.keys if segment else []) + self.failed_keys
-        with self.e.store.transaction() as conn:
-            self.e._commit_batch(conn, rows, self.failures, settled, self.owner)
+        failures = self.failures
+        self.e.store.claims.commit(self.owner, settled, lambda conn: self.e._commit_batch(conn, rows, failures))
         if segment:
             journal.remove([segment.path])
         self.last_beat = time.monotonic()

@@ -5,12 +5,13 @@ catalog (PostgreSQL) and Parquet folder, and the store behaves as the DuckDB fil
   advisory lock on the catalog's database (`WriterLock`) from before its transaction starts until
   after it commits. A DuckLake has no unique keys and refuses, at COMMIT, a transaction that deletes
   from a table another one changed meanwhile; taking turns makes the store's keyed writes
-  (`store.insert_new`, `store.upsert`, the request claims) exact and no commit conflict. A kill -9
+  (`store.insert_new`, `store.upsert`) exact and no commit conflict. A kill -9
   ends the holder's PostgreSQL session, which frees the lock at once.
 * Reads never wait: each sees the lake's newest committed snapshot, so a run's layer (replaced in
   one transaction) is never seen half-written.
 * Model calls run in parallel in every process; only the commits (tens of milliseconds, answers in
-  batches) take turns. The request claims are the store's `completion_claims` table, as in the file.
+  batches) take turns. The request claims are a table in the catalog's PostgreSQL
+  (`claims.PostgresClaims`), so claiming takes no turn.
 * The answer journal (answers received, not yet committed) is a local folder beside the output path,
   `medhelm.ducklake.journal`: a process that dies loses nothing a later process on that machine
   replays; a claim it left is taken over by any machine once its heartbeat is older than the lease.
@@ -26,6 +27,8 @@ from typing import Iterator
 
 import duckdb
 
+from medhelm_core import journal
+from medhelm_core.claims import PostgresClaims
 from medhelm_core.errors import MedhelmError
 from medhelm_core.resources import ddl
 from medhelm_core.slots import PostgresSlots
@@ -141,6 +144,7 @@ class LakeStore(Store):
         self._idle = threading.local()   # each thread's idle cursor
         self.writer = WriterLock(storage, lock_timeout_s)
         self._slots = PostgresSlots(lambda: catalog_session(storage))
+        self._claims = PostgresClaims(self, lambda: catalog_session(storage))
 
     @property
     def where(self) -> str:
@@ -154,6 +158,19 @@ class LakeStore(Store):
     def slots(self) -> PostgresSlots:
         """The deployments' request slots, shared by every process on any machine (`slots`)."""
         return self._slots
+
+    @property
+    def claims(self) -> PostgresClaims:
+        """Who is asking which request, for every process on any machine (`claims`)."""
+        return self._claims
+
+    def _recover_answers(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """Replay this machine's journals of ended engines, then drop the claims of dead owners:
+        in that order, so whoever claims those keys next finds their answers."""
+        with in_transaction(conn):
+            done = self.replay(conn)
+        self._claims.drop_dead()
+        journal.remove(done)
 
     def exists(self) -> bool:
         """Whether the lake holds the store's tables (a writer created them)."""
@@ -222,6 +239,7 @@ class LakeStore(Store):
                 self._conn = None
         self.writer.close()
         self._slots.close()
+        self._claims.close()
 
 
 # A statement that starts so, and names none of the writing verbs, only reads (or sets a session option).
@@ -237,6 +255,8 @@ def only_reads(sql: str) -> bool:
 class _TurnTaking:
     """A cursor that takes the lake's write turn before its first statement that may write, and holds
     it until `release` (the end of the `connect` block); everything else is the cursor's."""
+
+    on_ducklake = True   # what `storage.on_ducklake` would ask the lake
 
     def __init__(self, cursor: duckdb.DuckDBPyConnection, writer: WriterLock):
         self._cursor, self._writer, self._holding = cursor, writer, False

@@ -83,7 +83,11 @@ def parse_storage(url: str, flag: str = "--storage") -> Storage:
 
 
 def on_ducklake(conn) -> bool:
-    """Whether the connection's current database is a DuckLake."""
+    """Whether the connection's current database is a DuckLake (a lake store's writing cursor says so
+    itself: the query costs milliseconds on a lake, in its write turn)."""
+    known = getattr(conn, "on_ducklake", None)
+    if isinstance(known, bool):
+        return known
     rows = conn.execute("SELECT type FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
     return bool(rows) and rows[0][0] == "ducklake"
 

@@ -22,7 +22,8 @@ from typing import Any, Iterator
 import duckdb
 import filelock
 
-from medhelm_core import journal, owners
+from medhelm_core import journal
+from medhelm_core.claims import TableClaims, dead_claimants, drop_claims
 from medhelm_core.resources import ddl
 from medhelm_core.slots import FileSlots
 from medhelm_core.storage import DB_FILENAME, on_ducklake, sql_str  # noqa: F401 (sql_str: used from here)
@@ -215,9 +216,19 @@ class Store:
         """Replay the journals of ended engines, then drop the claims they left: a dead owner's claim
         holds nothing back, and one whose answer is now stored would otherwise never be settled."""
         with in_transaction(conn):
-            done = replay_answers(conn, self.path)
+            done = self.replay(conn)
             drop_claims(conn, dead_claimants(conn))
         journal.remove(done)
+
+    def replay(self, conn: duckdb.DuckDBPyConnection, dead=None) -> list[Path]:
+        """The journals' orphan answers (of the owners `dead` accepts, or of every ended engine) into
+        `completions`, in the caller's transaction; returns the segments to remove once it committed."""
+        return replay_answers(conn, self.path, dead=dead)
+
+    @functools.cached_property
+    def claims(self) -> TableClaims:
+        """Who is asking which request (`claims`): the store's `completion_claims` table."""
+        return TableClaims(self)
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -313,26 +324,6 @@ def insert_values(conn: duckdb.DuckDBPyConnection, table: str, columns: list[str
     verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
     conn.execute(f"{verb} INTO {table} ({', '.join(columns)}) VALUES {', '.join([one] * len(rows))}",
                  [v for row in rows for v in row])
-
-
-def dead_claimants(conn: duckdb.DuckDBPyConnection, lease_s: float = 120.0, keys: list[str] | None = None,
-                   besides: str | None = None) -> list[str]:
-    """Owners of claims (on `keys`, when given; other than `besides`) that are dead (see `owners`)."""
-    where, params = [], []
-    if keys is not None:
-        where.append("request_key IN (SELECT unnest(?::VARCHAR[]))")
-        params.append(keys)
-    if besides is not None:
-        where.append("owner <> ?")
-        params.append(besides)
-    held = conn.execute("SELECT owner, max(heartbeat) FROM completion_claims"
-                        + (" WHERE " + " AND ".join(where) if where else "") + " GROUP BY owner", params).fetchall()
-    return [o for o, beat in held if not owners.owner_alive(o, beat or 0.0, lease_s)]
-
-
-def drop_claims(conn: duckdb.DuckDBPyConnection, claimants: list[str]) -> None:
-    if claimants:
-        conn.execute("DELETE FROM completion_claims WHERE owner IN (SELECT unnest(?::VARCHAR[]))", [claimants])
 
 
 def replay_answers(conn: duckdb.DuckDBPyConnection, db_path: str | Path, dead=None) -> list[Path]:

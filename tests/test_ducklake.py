@@ -259,3 +259,49 @@ def test_writers_take_turns_and_readers_never_wait(lake, tmp_path):
     got = _in_lake_env(TURNS, url, str(tmp_path / "out"))
     assert got["seen"] == 1 and got["read_s"] < 0.9 and got["keys"] == ["k0", "k2"]
     assert got["refused"] and "another writer held the DuckLake for 1 s" in got["refused"] and "\n" not in got["refused"]
+
+
+CLAIMS = r"""
+import json, socket, sys
+import psycopg2
+from medhelm_core import owners
+from medhelm_core.claims import TABLE
+from medhelm_core.lake_store import open_store
+from medhelm_core.storage import parse_storage
+from medhelm_core.store import COMPLETION_COLUMNS, insert_answers
+
+storage = parse_storage(sys.argv[1])
+a, b = open_store(storage, sys.argv[2] + "/a"), open_store(storage, sys.argv[2] + "/b")   # two sessions, as two machines
+with a.transaction() as conn:
+    conn.execute("SELECT 1")   # creates the tables
+A, B = owners.new_owner_id(), owners.new_owner_id()
+owners.register(A); owners.register(B)
+got = {"a": sorted(a.claims.claim(["k1", "k2", "k3"], A, 120.0)),
+       "b": sorted(b.claims.claim(["k2", "k3", "k4"], B, 120.0))}
+row = ["k2", "d", "m", "{}", "{}", True, 1] + [None] * (len(COMPLETION_COLUMNS) - 7)
+a.claims.commit(A, ["k2"], lambda conn: insert_answers(conn, [row]))
+got["b_after_answer"] = sorted(b.claims.claim(["k2", "k3"], B, 120.0))   # k2 answered, k3 still A's
+pg = psycopg2.connect(sys.argv[1].split(":", 1)[1].split("?")[0]); pg.autocommit = True
+cur = pg.cursor()
+dead = f"{socket.gethostname()}|4194311|-|abc"   # a pid that cannot exist on this host
+cur.execute(f"INSERT INTO {TABLE} VALUES ('k9', %s, 1e18)", [dead])
+got["b_takes_over"] = sorted(b.claims.claim(["k9"], B, 120.0))
+a.claims.release(A)
+cur.execute(f"SELECT request_key, owner FROM {TABLE} ORDER BY 1")
+got["left"] = [[k, "A" if o == A else "B" if o == B else o] for k, o in cur.fetchall()]
+with a.connect(read_only=True) as conn:
+    got["lake_claims"] = conn.execute("SELECT count(*) FROM completion_claims").fetchone()[0]
+print(json.dumps(got))
+"""
+
+
+def test_request_claims_on_a_lake_are_a_postgres_table_exact_across_sessions(lake, tmp_path):
+    """Claims on a DuckLake live in the catalog's PostgreSQL: a key claimed by one session is not won
+    by another; once answered (committed to the lake) and settled it is not won again; a dead owner's
+    claim is taken over; a released owner leaves nothing. The lake's own claims table stays empty."""
+    url, _ = lake
+    got = _in_lake_env(CLAIMS, url, str(tmp_path))
+    assert got["a"] == ["k1", "k2", "k3"] and got["b"] == ["k4"]
+    assert got["b_after_answer"] == []
+    assert got["b_takes_over"] == ["k9"]
+    assert got["left"] == [["k4", "B"], ["k9", "B"]] and got["lake_claims"] == 0

@@ -1,0 +1,195 @@
+"""Request claims: which engine is asking a request right now, so that no two engines (threads,
+processes, machines) pay for it twice. A claim names its owner (`owners`); a claim whose owner is
+dead is taken over, after the answers its owner journaled are folded in.
+
+* `TableClaims` (a DuckDB file): the store's `completion_claims` table, written inside the store's
+  transactions, which the file's lock orders, so a claim is exact: a key is claimed only when it is
+  neither answered nor claimed.
+* `PostgresClaims` (a DuckLake): a table with a primary key in the catalog's PostgreSQL,
+  `medhelm_completion_claims`. A claim is one `INSERT … ON CONFLICT DO NOTHING` (about a
+  millisecond), so claiming never takes the lake's write turn (`lake_store.WriterLock`), which a
+  suite would otherwise take hundreds of times. The claim and the answer then live in two
+  databases, so the order is what keeps it exact: an answer is committed to the lake before its
+  claim is dropped, and a key just won is looked up in the lake's `completions` once more (an
+  answer committed after the engine's lookup and before its claim); one found there is let go.
+
+The store gives both its transactions, its reads and `replay` (the journals of dead owners into
+`completions`); neither knows how answers are stored.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Optional
+
+from medhelm_core import journal, owners
+from medhelm_core.errors import MedhelmError
+
+Write = Callable[[object], None]   # (connection) -> None, run inside a store transaction
+
+
+# -- the table in the store (a DuckDB file) ---------------------------------------------------------
+def dead_claimants(conn, lease_s: float = 120.0, keys: list[str] | None = None,
+                   besides: str | None = None) -> list[str]:
+    """Owners of claims in `completion_claims` (on `keys`, when given; other than `besides`) that are dead."""
+    where, params = [], []
+    if keys is not None:
+        where.append("request_key IN (SELECT unnest(?::VARCHAR[]))")
+        params.append(keys)
+    if besides is not None:
+        where.append("owner <> ?")
+        params.append(besides)
+    held = conn.execute("SELECT owner, max(heartbeat) FROM completion_claims"
+                        + (" WHERE " + " AND ".join(where) if where else "") + " GROUP BY owner", params).fetchall()
+    return [o for o, beat in held if not owners.owner_alive(o, beat or 0.0, lease_s)]
+
+
+def drop_claims(conn, claimants: list[str]) -> None:
+    if claimants:
+        conn.execute("DELETE FROM completion_claims WHERE owner IN (SELECT unnest(?::VARCHAR[]))", [claimants])
+
+
+class TableClaims:
+    """Claims in the store's own `completion_claims` table (see the module's doc)."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def claim(self, keys: list[str], owner: str, lease_s: float, also: Optional[Write] = None) -> set[str]:
+        """Claim the keys nobody alive is asking and nobody answered; returns those now `owner`'s.
+        `also` runs in the same transaction."""
+        recovered: list = []
+        with self.store.transaction() as conn:
+            if also is not None:
+                also(conn)
+            dead = dead_claimants(conn, lease_s, keys=keys, besides=owner)
+            if dead:  # take over: first fold in what they journaled, then drop their claims
+                recovered = self.store.replay(conn, dead=set(dead).__contains__)
+                drop_claims(conn, dead)
+            conn.execute(
+                "INSERT INTO completion_claims (request_key, owner, heartbeat)"
+                " SELECT k, ?, ? FROM (SELECT DISTINCT unnest(?::VARCHAR[]) AS k)"
+                " WHERE k NOT IN (SELECT request_key FROM completions)"
+                " AND k NOT IN (SELECT request_key FROM completion_claims)",
+                [owner, time.time(), keys])
+            rows = conn.execute("SELECT request_key, owner FROM completion_claims"
+                                " WHERE request_key IN (SELECT unnest(?::VARCHAR[]))", [keys]).fetchall()
+        journal.remove(recovered)
+        return {k for k, o in rows if o == owner}
+
+    def commit(self, owner: str, settled: list[str], write: Write) -> None:
+        """`write` (the answers and failures of a batch) and the settling of their claims, in one
+        transaction; the owner's other claims get a fresh heartbeat."""
+        with self.store.transaction() as conn:
+            write(conn)
+            conn.execute("DELETE FROM completion_claims WHERE owner = ? AND request_key IN"
+                         " (SELECT unnest(?::VARCHAR[]))", [owner, settled])
+            conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner = ?", [time.time(), owner])
+
+    def heartbeat(self, owner: str) -> None:
+        with self.store.transaction() as conn:
+            conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner = ?", [time.time(), owner])
+
+    def release(self, owner: str) -> None:
+        with self.store.transaction() as conn:
+            conn.execute("DELETE FROM completion_claims WHERE owner = ?", [owner])
+
+    def close(self) -> None:
+        pass
+
+
+# -- a table in the catalog's PostgreSQL (a DuckLake) ------------------------------------------------
+TABLE = "medhelm_completion_claims"
+_CREATE_KEY = 0x6d65_6468_656c_6d01   # an advisory lock for the table's creation (two processes at once)
+
+
+class PostgresClaims:
+    """Claims in `medhelm_completion_claims` of the catalog's PostgreSQL (see the module's doc),
+    through one connection per process (`connect`: () -> a psycopg2 connection in autocommit)."""
+
+    def __init__(self, store, connect: Callable[[], object]):
+        self.store = store
+        self._connect = connect
+        self._lock = threading.Lock()
+        self._pg = None
+
+    def _execute(self, sql: str, params: list) -> list[tuple]:
+        with self._lock:
+            try:
+                if self._pg is None or self._pg.closed:
+                    self._pg = self._connect()
+                    with self._pg.cursor() as cur:   # one statement string: one implicit transaction
+                        cur.execute(f"SELECT pg_advisory_xact_lock({_CREATE_KEY});"
+                                    f" CREATE TABLE IF NOT EXISTS {TABLE} (request_key TEXT PRIMARY KEY,"
+                                    f" owner TEXT NOT NULL, heartbeat DOUBLE PRECISION)")
+                with self._pg.cursor() as cur:
+                    cur.execute(sql, params)
+                    return cur.fetchall() if cur.description else []
+            except MedhelmError:
+                raise
+            except Exception as e:   # noqa: BLE001 - psycopg2's errors: start a new session next time
+                pg, self._pg = self._pg, None
+                if pg is not None:
+                    pg.close()
+                raise MedhelmError(f"request claims: the catalog's PostgreSQL failed: "
+                                   f"{str(e).strip().splitlines()[0]}") from None
+
+    def _dead(self, held: list[tuple], lease_s: float) -> list[str]:
+        return [o for o, beat in held if not owners.owner_alive(o, beat or 0.0, lease_s)]
+
+    def _take_over(self, dead: list[str]) -> None:
+        """Fold in what the dead owners journaled (on this machine), then drop their claims: in that
+        order, so whoever claims those keys next finds their answers."""
+        with self.store.transaction() as conn:
+            recovered = self.store.replay(conn, dead=set(dead).__contains__)
+        self._execute(f"DELETE FROM {TABLE} WHERE owner = ANY(%s)", [dead])
+        journal.remove(recovered)
+
+    def claim(self, keys: list[str], owner: str, lease_s: float, also: Optional[Write] = None) -> set[str]:
+        """Claim the keys nobody alive is asking and nobody answered; returns those now `owner`'s.
+        `also` runs in a store transaction of its own."""
+        if also is not None:
+            with self.store.transaction() as conn:
+                also(conn)
+        dead = self._dead(self._execute(f"SELECT owner, max(heartbeat) FROM {TABLE} WHERE request_key = ANY(%s)"
+                                        f" AND owner <> %s GROUP BY owner", [keys, owner]), lease_s)
+        if dead:
+            self._take_over(dead)
+        won = {k for (k,) in self._execute(
+            f"INSERT INTO {TABLE} (request_key, owner, heartbeat) SELECT DISTINCT k, %s, %s FROM unnest(%s::text[]) k"
+            f" ON CONFLICT (request_key) DO NOTHING RETURNING request_key", [owner, time.time(), keys])}
+        if won:   # answered after the caller's lookup and before this claim: let it go
+            with self.store.connect(read_only=True) as conn:
+                answered = [k for (k,) in conn.execute(
+                    "SELECT request_key FROM completions WHERE request_key IN (SELECT unnest(?::VARCHAR[]))",
+                    [sorted(won)]).fetchall()]
+            if answered:
+                self._execute(f"DELETE FROM {TABLE} WHERE owner = %s AND request_key = ANY(%s)", [owner, answered])
+                won.difference_update(answered)
+        return won
+
+    def commit(self, owner: str, settled: list[str], write: Write) -> None:
+        """`write` in a store transaction; once it committed, the settled claims are dropped and the
+        owner's others get a fresh heartbeat."""
+        with self.store.transaction() as conn:
+            write(conn)
+        self._execute(f"DELETE FROM {TABLE} WHERE owner = %s AND request_key = ANY(%s);"
+                      f" UPDATE {TABLE} SET heartbeat = %s WHERE owner = %s", [owner, settled, time.time(), owner])
+
+    def heartbeat(self, owner: str) -> None:
+        self._execute(f"UPDATE {TABLE} SET heartbeat = %s WHERE owner = %s", [time.time(), owner])
+
+    def release(self, owner: str) -> None:
+        self._execute(f"DELETE FROM {TABLE} WHERE owner = %s", [owner])
+
+    def drop_dead(self, lease_s: float = 120.0) -> None:
+        """Drop every claim of a dead owner (after the store replayed the journals of ended engines)."""
+        dead = self._dead(self._execute(f"SELECT owner, max(heartbeat) FROM {TABLE} GROUP BY owner", []), lease_s)
+        if dead:
+            self._execute(f"DELETE FROM {TABLE} WHERE owner = ANY(%s)", [dead])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pg is not None:
+                self._pg.close()
+                self._pg = None
