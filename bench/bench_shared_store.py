@@ -155,6 +155,13 @@ def runs_throughput(instances: int) -> None:
     print("(client CPU: user + system seconds of the medhelm-run processes; machine busy: all cores, from /proc/stat,"
           " the mock servers included; stored: the DuckDB file, or the lake's Parquet files plus its catalog database"
           " beyond an empty one)")
+    # The physical bound: the cores are shared by the clients, the mock servers and PostgreSQL, so at
+    # one process's CPU per call (all of it: client, mocks, catalog) the machine does at most
+    # 1 / busy times that process's throughput, whatever the number of processes.
+    for kind in one:
+        (_, _, w1, c1, _, _, b1, _), (_, _, w2, c2, _, _, b2, _) = [r for r in rows if r[0] == kind]
+        print(f"{kind}: 1 process kept the machine {b1:.0%} busy, so the cores bound any number of processes to"
+              f" {1 / b1:.2f}x it; 2 processes reached {(c2 / w2) / (c1 / w1):.2f}x with the machine {b2:.0%} busy")
 
 
 def main() -> None:
