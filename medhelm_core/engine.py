@@ -9,9 +9,10 @@
   -9 at any moment loses only the requests in flight; the next process replays the journal, asks
   only for the rest, and no row is ever duplicated.
 * One asker per request across processes: before sending, a process claims its requests (`claims`:
-  the store's `completion_claims`, or a table in a DuckLake's PostgreSQL). Another process running at the same time
-  skips requests claimed by a live owner and waits for their answers to land in `completions`;
-  claims of a dead owner (its pid is gone, or its heartbeat is older than `lease_s`) are taken over.
+  the store's `completion_claims`, or a table in a DuckLake's PostgreSQL). Another process running
+  at the same time skips requests claimed by a live owner and waits for their answers to land in
+  `completions`; claims of a dead owner (its pid is gone, or its heartbeat is older than `lease_s`)
+  are taken over.
 * Per-deployment lanes: each deployment gets `max_concurrency` worker threads, admitted by its
   `ratelimit.EndpointLimiter` (adaptive in-flight limit, RPM/TPM buckets, Retry-After and
   rate-limit-header pauses); a request in flight also holds one of the deployment's
