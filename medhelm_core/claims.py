@@ -18,12 +18,11 @@ The store gives both its transactions, its reads and `replay` (the journals of d
 """
 from __future__ import annotations
 
-import threading
 import time
 from typing import Callable, Optional
 
 from medhelm_core import journal, owners
-from medhelm_core.errors import MedhelmError
+from medhelm_core.pg_session import PgSession
 
 Write = Callable[[object], None]   # (connection) -> None, run inside a store transaction
 
@@ -109,30 +108,11 @@ class PostgresClaims:
 
     def __init__(self, store, connect: Callable[[], object]):
         self.store = store
-        self._connect = connect
-        self._lock = threading.Lock()
-        self._pg = None
-
-    def _execute(self, sql: str, params: list) -> list[tuple]:
-        with self._lock:
-            try:
-                if self._pg is None or self._pg.closed:
-                    self._pg = self._connect()
-                    with self._pg.cursor() as cur:   # one statement string: one implicit transaction
-                        cur.execute(f"SELECT pg_advisory_xact_lock({_CREATE_KEY});"
-                                    f" CREATE TABLE IF NOT EXISTS {TABLE} (request_key TEXT PRIMARY KEY,"
-                                    f" owner TEXT NOT NULL, heartbeat DOUBLE PRECISION)")
-                with self._pg.cursor() as cur:
-                    cur.execute(sql, params)
-                    return cur.fetchall() if cur.description else []
-            except MedhelmError:
-                raise
-            except Exception as e:   # noqa: BLE001 - psycopg2's errors: start a new session next time
-                pg, self._pg = self._pg, None
-                if pg is not None:
-                    pg.close()
-                raise MedhelmError(f"request claims: the catalog's PostgreSQL failed: "
-                                   f"{str(e).strip().splitlines()[0]}") from None
+        # Made on a session's first use; the lock: two processes creating it at once would collide.
+        self._session = PgSession(connect, "request claims", on_open=(
+            f"SELECT pg_advisory_xact_lock({_CREATE_KEY}); CREATE TABLE IF NOT EXISTS {TABLE}"
+            f" (request_key TEXT PRIMARY KEY, owner TEXT NOT NULL, heartbeat DOUBLE PRECISION)"))
+        self._execute = self._session.execute
 
     def _dead(self, held: list[tuple], lease_s: float) -> list[str]:
         return [o for o, beat in held if not owners.owner_alive(o, beat or 0.0, lease_s)]
@@ -155,17 +135,23 @@ class PostgresClaims:
                                         f" AND owner <> %s GROUP BY owner", [keys, owner]), lease_s)
         if dead:
             self._take_over(dead)
+        # In key order: two sessions inserting overlapping keys in different orders could deadlock.
         won = {k for (k,) in self._execute(
-            f"INSERT INTO {TABLE} (request_key, owner, heartbeat) SELECT DISTINCT k, %s, %s FROM unnest(%s::text[]) k"
-            f" ON CONFLICT (request_key) DO NOTHING RETURNING request_key", [owner, time.time(), keys])}
-        if won:   # answered after the caller's lookup and before this claim: let it go
+            f"INSERT INTO {TABLE} (request_key, owner, heartbeat) SELECT k, %s, %s FROM unnest(%s::text[]) k"
+            f" ON CONFLICT (request_key) DO NOTHING RETURNING request_key", [owner, time.time(), sorted(set(keys))])}
+        if not won:
+            return won
+        try:   # answered after the caller's lookup and before this claim: let it go
             with self.store.connect(read_only=True) as conn:
                 answered = [k for (k,) in conn.execute(
                     "SELECT request_key FROM completions WHERE request_key IN (SELECT unnest(?::VARCHAR[]))",
                     [sorted(won)]).fetchall()]
-            if answered:
-                self._execute(f"DELETE FROM {TABLE} WHERE owner = %s AND request_key = ANY(%s)", [owner, answered])
-                won.difference_update(answered)
+        except BaseException:   # the caller never learns of these claims: give them back
+            self._execute(f"DELETE FROM {TABLE} WHERE owner = %s AND request_key = ANY(%s)", [owner, sorted(won)])
+            raise
+        if answered:
+            self._execute(f"DELETE FROM {TABLE} WHERE owner = %s AND request_key = ANY(%s)", [owner, answered])
+            won.difference_update(answered)
         return won
 
     def commit(self, owner: str, settled: list[str], write: Write) -> None:
@@ -182,14 +168,14 @@ class PostgresClaims:
     def release(self, owner: str) -> None:
         self._execute(f"DELETE FROM {TABLE} WHERE owner = %s", [owner])
 
-    def drop_dead(self, lease_s: float = 120.0) -> None:
-        """Drop every claim of a dead owner (after the store replayed the journals of ended engines)."""
-        dead = self._dead(self._execute(f"SELECT owner, max(heartbeat) FROM {TABLE} GROUP BY owner", []), lease_s)
-        if dead:
-            self._execute(f"DELETE FROM {TABLE} WHERE owner = ANY(%s)", [dead])
+    def dead_owners(self, lease_s: float = 120.0) -> list[str]:
+        """Every owner of a claim that is dead."""
+        return self._dead(self._execute(f"SELECT owner, max(heartbeat) FROM {TABLE} GROUP BY owner", []), lease_s)
+
+    def drop(self, claimants: list[str]) -> None:
+        """Drop the claims of these owners (dead ones, once the store replayed their journals)."""
+        if claimants:
+            self._execute(f"DELETE FROM {TABLE} WHERE owner = ANY(%s)", [claimants])
 
     def close(self) -> None:
-        with self._lock:
-            if self._pg is not None:
-                self._pg.close()
-                self._pg = None
+        self._session.close()

@@ -498,8 +498,10 @@ class _Call:
         if self.answers is not None:
             self.answers.close()  # whatever a failed commit left in it is replayed by the next process
         if self.registered:
-            self._release_claims()
-            owners.unregister(self.owner)
+            try:
+                self._release_claims()
+            finally:   # a failed release leaves claims for the lease to end, never a live-looking owner
+                owners.unregister(self.owner)
         self.report.concurrency = {d: limiter_for(d, self.settings[d], self.e.num_threads).current_limit
                                    for d in self.settings}
         self.report.seconds = time.time() - self.start

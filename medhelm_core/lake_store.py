@@ -63,8 +63,9 @@ def catalog_session(storage: Storage):
         raise MedhelmError("ducklake: storage needs the [ducklake] extra (psycopg2, for the writers' turn): "
                            "pip install \"medhelm-build[ducklake]\"") from None
     # Keepalives: a machine that vanishes loses its locks within a minute, as a dead process at once.
+    # A server that does not answer fails in 10 s, not the system's TCP timeout.
     params = {"keepalives": 1, "keepalives_idle": 15, "keepalives_interval": 5, "keepalives_count": 6,
-              **(storage.catalog or {})}
+              "connect_timeout": 10, **(storage.catalog or {})}
     try:
         pg = psycopg2.connect(password=storage.password, **params)
     except psycopg2.Error as e:
@@ -167,9 +168,10 @@ class LakeStore(Store):
     def _recover_answers(self, conn: duckdb.DuckDBPyConnection) -> None:
         """Replay this machine's journals of ended engines, then drop the claims of dead owners:
         in that order, so whoever claims those keys next finds their answers."""
+        dead = self._claims.dead_owners()   # first: one that dies meanwhile keeps its claims (taken over later)
         with in_transaction(conn):
             done = self.replay(conn)
-        self._claims.drop_dead()
+        self._claims.drop(dead)
         journal.remove(done)
 
     def exists(self) -> bool:

@@ -1,6 +1,6 @@
 """Who is asking: an id per engine, and whether its owner is still alive.
 
-Claims in `completion_claims` and answer-journal segments carry the id of the engine that wrote
+Request claims (`claims`) and answer-journal segments carry the id of the engine that wrote
 them, `host|pid|process start|nonce`. On this host a pid that is gone, or was reused by another
 process (its start time differs), is dead at once; in this process an engine is alive while it is
 registered; elsewhere only a fresh heartbeat keeps an owner alive.

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Optional
 
 from medhelm_core.errors import MedhelmError
+from medhelm_core.pg_session import PgSession
 
 
 def _key32(deployment: str) -> int:
@@ -87,38 +88,27 @@ class FileSlots(_Slots):
 
 
 class PostgresSlots(_Slots):
-    """Slots as advisory locks on the DuckLake catalog's PostgreSQL (any machine)."""
+    """Slots as advisory locks on the DuckLake catalog's PostgreSQL (any machine), taken through one
+    session of this process (`connect`: () -> a psycopg2 connection in autocommit)."""
 
     def __init__(self, connect):
         super().__init__()
-        self._connect = connect   # () -> a psycopg2 connection in autocommit
-        self._pg = None
-
-    def _cursor(self):
-        if self._pg is None or self._pg.closed:
-            self._pg = self._connect()
-        return self._pg.cursor()
+        self._session = PgSession(connect, "request slots")
 
     def _try(self, deployment: str, i: int) -> bool:
         try:
-            with self._cursor() as cur:
-                cur.execute("SELECT pg_try_advisory_lock(%s, %s)", [_key32(deployment), i])
-                return bool(cur.fetchone()[0])
-        except Exception as e:   # noqa: BLE001 - psycopg2's errors: the session (and every slot it held) is gone
-            self._pg = None
+            return bool(self._session.execute("SELECT pg_try_advisory_lock(%s, %s)", [_key32(deployment), i])[0][0])
+        except MedhelmError:   # the session ended, and every slot it held with it
             self._held.clear()
-            raise MedhelmError(f"request slots: the catalog's PostgreSQL is unreachable: {str(e).strip().splitlines()[0]}") from None
-
-    def close(self) -> None:
-        with self._lock:
-            if self._pg is not None:
-                self._pg.close()
-                self._pg = None
-            self._held.clear()
+            raise
 
     def _free(self, deployment: str, i: int) -> None:
         try:
-            with self._cursor() as cur:
-                cur.execute("SELECT pg_advisory_unlock(%s, %s)", [_key32(deployment), i])
-        except Exception:   # noqa: BLE001 - the session ended, and its locks with it
-            self._pg = None
+            self._session.execute("SELECT pg_advisory_unlock(%s, %s)", [_key32(deployment), i])
+        except MedhelmError:   # the session ended, and its locks with it
+            pass
+
+    def close(self) -> None:
+        with self._lock:
+            self._session.close()
+            self._held.clear()
