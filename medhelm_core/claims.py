@@ -40,6 +40,11 @@ def dead_claimants(conn, lease_s: float = 120.0, keys: list[str] | None = None,
         params.append(besides)
     held = conn.execute("SELECT owner, max(heartbeat) FROM completion_claims"
                         + (" WHERE " + " AND ".join(where) if where else "") + " GROUP BY owner", params).fetchall()
+    return _dead(held, lease_s)
+
+
+def _dead(held: list[tuple], lease_s: float) -> list[str]:
+    """The dead among (owner, last heartbeat) pairs."""
     return [o for o, beat in held if not owners.owner_alive(o, beat or 0.0, lease_s)]
 
 
@@ -114,9 +119,6 @@ class PostgresClaims:
             f" (request_key TEXT PRIMARY KEY, owner TEXT NOT NULL, heartbeat DOUBLE PRECISION)"))
         self._execute = self._session.execute
 
-    def _dead(self, held: list[tuple], lease_s: float) -> list[str]:
-        return [o for o, beat in held if not owners.owner_alive(o, beat or 0.0, lease_s)]
-
     def _take_over(self, dead: list[str]) -> None:
         """Fold in what the dead owners journaled (on this machine), then drop their claims: in that
         order, so whoever claims those keys next finds their answers."""
@@ -131,7 +133,7 @@ class PostgresClaims:
         if also is not None:
             with self.store.transaction() as conn:
                 also(conn)
-        dead = self._dead(self._execute(f"SELECT owner, max(heartbeat) FROM {TABLE} WHERE request_key = ANY(%s)"
+        dead = _dead(self._execute(f"SELECT owner, max(heartbeat) FROM {TABLE} WHERE request_key = ANY(%s)"
                                         f" AND owner <> %s GROUP BY owner", [keys, owner]), lease_s)
         if dead:
             self._take_over(dead)
@@ -170,7 +172,7 @@ class PostgresClaims:
 
     def dead_owners(self, lease_s: float = 120.0) -> list[str]:
         """Every owner of a claim that is dead."""
-        return self._dead(self._execute(f"SELECT owner, max(heartbeat) FROM {TABLE} GROUP BY owner", []), lease_s)
+        return _dead(self._execute(f"SELECT owner, max(heartbeat) FROM {TABLE} GROUP BY owner", []), lease_s)
 
     def drop(self, claimants: list[str]) -> None:
         """Drop the claims of these owners (dead ones, once the store replayed their journals)."""
