@@ -50,7 +50,8 @@ SKIPPED_DIRS = {"eval_cache", "groups"}   # HELM's read_runs_for_suite skips the
 
 BATCH_OBJECTS = int(os.environ.get("MEDHELM_IMPORT_BATCH_OBJECTS", "1024"))
 BATCH_BYTES = 128 * 1024 * 1024
-HOLD_SECONDS = 30.0
+COMMIT_SECONDS = float(os.environ.get("MEDHELM_IMPORT_COMMIT_SECONDS", "30"))   # an open transaction's
+COMMIT_BYTES = 4 * 1024 * 1024 * 1024   # age and fetched bytes (kept on disk until it commits) at most
 MEMORY_LIMIT = os.environ.get("MEDHELM_IMPORT_MEMORY_LIMIT", "512MB")
 MAX_JSON_OBJECT = 4 * 1024 * 1024 * 1024 - 1
 
@@ -250,7 +251,9 @@ class Importer:
         self.batch_objects, self.batch_bytes = max(1, batch_objects), batch_bytes
         self._processed = 0
         self._prefetched: dict[str, bytes] = {}
-        self._held = None
+        self._held = None                 # (context manager, connection) of the store, held across batches
+        self._began: Optional[float] = None   # when the open transaction began
+        self._uncommitted: list[tuple[list[Fetched], dict[str, str]]] = []   # its batches
         self.staging = Path(store.scratch_dir) / ".published_staging"
 
     def local_suite(self, suite: str) -> str:
@@ -461,24 +464,18 @@ class Importer:
                     b = next(it, None)
                     if b is not None:
                         pending.append([pool.submit(self._fetch_one, p) for p in b])
-                    try:
-                        self._ingest(fetched)
-                    finally:
-                        for f in fetched:
-                            if f.temp and f.path:
-                                try:
-                                    os.unlink(f.path)
-                                except OSError:
-                                    pass
+                    self._ingest(fetched)
                     got = [f for f in fetched if not f.missing]
                     report.fetched += len(got)
                     report.bytes_fetched += sum(f.nbytes for f in got)
                     done += len(fetched)
                     self.progress(f"{done}/{len(todo)} objects ingested")
+                self._commit()
             except BaseException:
                 for futs in pending:
                     for f in futs:
                         f.cancel()
+                self._abort()
                 raise
             finally:
                 self._release()
@@ -486,32 +483,81 @@ class Importer:
 
     # -- ingesting -------------------------------------------------------------------------------
     def _ingest(self, fetched: list[Fetched]) -> None:
-        """Ingest one batch in one transaction.  Files DuckDB cannot parse are found one by one in
-        a scratch database and recorded as corrupt; the batch is then ingested without them."""
-        bad: dict[str, str] = {}
-        while True:
+        """Ingest one batch into the open transaction; commit it after COMMIT_SECONDS or COMMIT_BYTES.
+
+        One transaction spans many batches because DuckDB writes a large append to disk as it goes
+        (compressed, in parallel) only once a whole row group (122,880 rows) of it is there: a
+        commit of fewer rows writes them through its log and a checkpoint instead, which took half
+        of a full-size import. Files DuckDB cannot parse are found one by one in a scratch
+        database and recorded as corrupt; the failed statement aborts the transaction, so every
+        batch of it is ingested again, without them (their files are kept until the commit)."""
+        batch = (fetched, {})   # the batch and its corrupt objects, {key: error}
+        self._uncommitted.append(batch)
+        todo, first = [batch], True
+        while todo:
+            items, bad = todo[0]
             try:
-                self._ingest_transaction(fetched, bad)
-                return
+                self._ingest_batch(self._open_transaction(), items, bad, count=first)
+                todo.pop(0)
             except _ParseError as e:
+                self._rollback()
+                first = False
                 found = {k: v for k, v in self._probe(e.kind, e.items).items() if k not in bad}
                 if not found:
                     raise MedhelmError(f"cannot ingest {len(e.items)} {e.kind} object(s): {e.error}") from None
                 bad.update(found)
+                todo = list(self._uncommitted)
+        staged = sum(f.nbytes for fetched, _ in self._uncommitted for f in fetched if f.temp)
+        if time.time() - self._began > COMMIT_SECONDS or staged > COMMIT_BYTES:
+            self._commit()   # which gives the store back: other writers get their turn
 
-    def _connection(self):
-        """One store connection across batches (closing one checkpoints the file, which costs more than a
-        batch), given back every HOLD_SECONDS so that other writers get their turn."""
-        if self._held is not None and time.time() - self._held[2] > HOLD_SECONDS:
-            self._release()
+    def _open_transaction(self):
+        """The held store connection, in a transaction. One connection across batches: closing
+        one checkpoints the file, which costs more than a batch."""
         if self._held is None:
             cm = self.store.connect()
             conn = cm.__enter__()
-            # DuckDB would otherwise keep up to 80% of RAM of parsed JSON and written blocks in memory
-            conn.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-            ensure_published_tables(conn)
-            self._held = (cm, conn, time.time())
-        return self._held[1]
+            self._held = (cm, conn)
+            try:
+                # DuckDB would otherwise keep up to 80% of RAM of parsed JSON and written blocks in memory
+                conn.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+                ensure_published_tables(conn)
+            except BaseException:
+                self._release()
+                raise
+        conn = self._held[1]
+        if self._began is None:
+            conn.execute("BEGIN TRANSACTION")
+            self._began = time.time()
+        return conn
+
+    def _commit(self) -> None:
+        if self._began is not None:
+            self._held[1].execute("COMMIT")
+            self._began = None
+        self._forget_uncommitted()
+        self._release()
+
+    def _rollback(self) -> None:
+        if self._began is not None:
+            self._began = None
+            self._held[1].execute("ROLLBACK")
+
+    def _abort(self) -> None:
+        try:
+            self._rollback()
+        finally:
+            self._forget_uncommitted()
+
+    def _forget_uncommitted(self) -> None:
+        for fetched, _ in self._uncommitted:
+            for f in fetched:
+                if f.temp and f.path:
+                    try:
+                        os.unlink(f.path)
+                    except OSError:
+                        pass
+        self._uncommitted = []
 
     def _release(self) -> None:
         if self._held is not None:
@@ -519,48 +565,45 @@ class Importer:
             self._held = None
             cm.__exit__(None, None, None)
 
-    def _transaction(self):
-        return in_transaction(self._connection())
-
-    def _ingest_transaction(self, fetched: list[Fetched], bad: dict[str, str]) -> None:
-        with self._transaction() as conn:
-            manifest_rows: list[dict] = []
-            by_kind: dict[str, list[Fetched]] = {}
-            for f in fetched:
-                if not f.missing:   # vanished between listing and fetching: simply not there
-                    by_kind.setdefault(f.planned.kind, []).append(f)
-            processed = self._processed
-            for kind in KIND_ORDER:
-                items = by_kind.get(kind)
-                if not items:
-                    continue
-                good = [f for f in items if f.planned.obj.key not in bad]
-                if kind in TABLES_OF_KIND and TABLES_OF_KIND[kind]:
-                    self._delete_runs(conn, TABLES_OF_KIND[kind], [(f.planned.suite, f.planned.run_name) for f in items])
-                else:
-                    target = self.release or self.suite
-                    for f in items:
-                        conn.execute("DELETE FROM published_documents WHERE target = ? AND name = ?",
-                                     [target, f.planned.doc_name])
-                if good:
-                    self._insert(conn, kind, good)
+    def _ingest_batch(self, conn, fetched: list[Fetched], bad: dict[str, str], count: bool) -> None:
+        """One batch's rows and manifest entries, in the open transaction (`count`: a batch seen
+        for the first time, counted for the test hook that simulates a kill)."""
+        manifest_rows: list[dict] = []
+        by_kind: dict[str, list[Fetched]] = {}
+        for f in fetched:
+            if not f.missing:   # vanished between listing and fetching: simply not there
+                by_kind.setdefault(f.planned.kind, []).append(f)
+        for kind in KIND_ORDER:
+            items = by_kind.get(kind)
+            if not items:
+                continue
+            good = [f for f in items if f.planned.obj.key not in bad]
+            if kind in TABLES_OF_KIND and TABLES_OF_KIND[kind]:
+                self._delete_runs(conn, TABLES_OF_KIND[kind], [(f.planned.suite, f.planned.run_name) for f in items])
+            else:
+                target = self.release or self.suite
                 for f in items:
-                    o = f.planned.obj
-                    err = bad.get(o.key)
-                    manifest_rows.append({"source": self.source.uri, "key": o.key, "kind": kind, "version": o.version,
-                                          "size": o.size, "status": "corrupt" if err else "ok", "error": err})
-                    processed += 1
-                    if self.crash_after is not None and processed >= self.crash_after:
-                        sys.stderr.write(f"medhelm-import: simulated crash after {processed} objects\n")
-                        sys.stderr.flush()
-                        os._exit(75)
-            if manifest_rows:
-                insert_json_rows(conn, "_manifest_keys", manifest_rows, temp=True)
-                conn.execute("DELETE FROM published_objects WHERE (source, key) IN (SELECT source, key FROM _manifest_keys)")
-                conn.execute("INSERT INTO published_objects (source, key, kind, version, size, status, error) "
-                             "SELECT source, key, kind, version, size, status, error FROM _manifest_keys")
-                conn.execute("DROP TABLE _manifest_keys")
-        self._processed = processed
+                    conn.execute("DELETE FROM published_documents WHERE target = ? AND name = ?",
+                                 [target, f.planned.doc_name])
+            if good:
+                self._insert(conn, kind, good)
+            for f in items:
+                o = f.planned.obj
+                err = bad.get(o.key)
+                manifest_rows.append({"source": self.source.uri, "key": o.key, "kind": kind, "version": o.version,
+                                      "size": o.size, "status": "corrupt" if err else "ok", "error": err})
+                if count:
+                    self._processed += 1
+                if self.crash_after is not None and self._processed >= self.crash_after:
+                    sys.stderr.write(f"medhelm-import: simulated crash after {self._processed} objects\n")
+                    sys.stderr.flush()
+                    os._exit(75)
+        if manifest_rows:
+            insert_json_rows(conn, "_manifest_keys", manifest_rows, temp=True)
+            conn.execute("DELETE FROM published_objects WHERE (source, key) IN (SELECT source, key FROM _manifest_keys)")
+            conn.execute("INSERT INTO published_objects (source, key, kind, version, size, status, error) "
+                         "SELECT source, key, kind, version, size, status, error FROM _manifest_keys")
+            conn.execute("DROP TABLE _manifest_keys")
 
     def _delete_runs(self, conn, tables: Iterable[str], runs: list[tuple[str, str]]) -> None:
         if not runs:
@@ -583,11 +626,14 @@ class Importer:
                 paths = [f.path for f in group]
                 try:
                     check = CHECK_SQL.get(kind)
-                    if kind == "scenario_state":   # the batch's rows once: for the table and their annotation entries
-                        conn.execute(f"CREATE OR REPLACE TEMP TABLE _states AS {_state_rows_sql(paths, gz)}")
-                        conn.execute("INSERT INTO published_request_states SELECT * FROM _states")
-                        conn.execute(ANNOTATION_ENTRIES_SQL.format(states="_states"))
-                        conn.execute("DROP TABLE _states")
+                    if kind == "scenario_state":
+                        # straight in (a scratch table of the batch would keep DuckDB from writing
+                        # it out as it goes), then the annotation entries from the rows just written
+                        conn.execute(f"INSERT INTO published_request_states {_state_rows_sql(paths, gz)}")
+                        conn.execute(ANNOTATION_ENTRIES_SQL.format(states="""(
+                            SELECT * FROM published_request_states
+                            WHERE (suite, run_name) IN (SELECT suite, run_name FROM _files WHERE path IN ?))"""),
+                            [paths])
                     elif check:   # read once into a scratch table, check it, then insert from it
                         conn.execute(f"CREATE OR REPLACE TEMP TABLE _parsed AS {_select_sql(kind, paths, gz)}")
                         wrong = conn.execute(check.format(src="SELECT * FROM _parsed")).fetchall()

@@ -149,16 +149,22 @@ def test_suite_without_release_from_gcs(gcs, tmp_path):
     assert query(tmp_path, "SELECT count(*) FROM published_runs")[0][0] == 28
 
 
-def test_killed_import_resumes_without_duplicates(gcs, tmp_path):
+@pytest.mark.parametrize("commit_seconds, committed", [("0", 16), ("3600", 0)])
+def test_killed_import_resumes_without_duplicates(gcs, tmp_path, commit_seconds, committed):
+    """Killed inside its third batch: with a commit after every batch, the two before it are kept;
+    with one transaction over all batches (the default commits every 30 s), nothing is."""
     uri = gcs.uri(SYN_PREFIX)
-    env = {"MEDHELM_IMPORT_BATCH_OBJECTS": "8", "MEDHELM_IMPORT_CRASH_AFTER": "21"}
+    env = {"MEDHELM_IMPORT_BATCH_OBJECTS": "8", "MEDHELM_IMPORT_CRASH_AFTER": "21",
+           "MEDHELM_IMPORT_COMMIT_SECONDS": commit_seconds}
     killed = run_cli("--source", uri, "--release", "oracle", "--with-completions", "-o", str(tmp_path), env=env)
-    assert killed.returncode == 75, killed.stderr          # died inside the third batch's transaction
-    committed = query(tmp_path, "SELECT count(*) FROM published_objects")[0][0]
-    assert committed == 16                                  # two whole batches, nothing of the third
+    assert killed.returncode == 75, killed.stderr
+    assert query(tmp_path, "SELECT count(*) FROM published_objects")[0][0] == committed
+    if committed == 0:   # nothing half-written: the documents and runs of the batches before went too
+        assert query(tmp_path, "SELECT (SELECT count(*) FROM published_documents) + (SELECT count(*) "
+                               "FROM published_runs)")[0][0] == 0
 
     resumed = do_import(tmp_path, uri, release="oracle", with_completions=True)
-    assert resumed.unchanged == 16 and resumed.fetched == resumed.listed - 16
+    assert resumed.unchanged == committed and resumed.fetched == resumed.listed - committed
 
     clean = tmp_path / "clean"
     do_import(clean, uri, release="oracle", with_completions=True)
@@ -190,7 +196,9 @@ def test_corrupt_and_missing_objects_are_reported_and_the_rest_imports(gcs, tmp_
     gcs.put(f"{prefix}/{other}/per_instance_stats.json", b"[{not json", gzip_at_rest=True)
     uri = gcs.uri(prefix)
 
-    r = run_cli("--source", uri, "--release", "oracle", "-o", str(tmp_path))
+    # small batches in one transaction: a corrupt object aborts it, and every batch of it is ingested again
+    r = run_cli("--source", uri, "--release", "oracle", "-o", str(tmp_path),
+                env={"MEDHELM_IMPORT_BATCH_OBJECTS": "4", "MEDHELM_IMPORT_COMMIT_SECONDS": "3600"})
     assert r.returncode == 0, r.stderr
     assert f"warning: corrupt: {uri}/{cfg}/stats.json" in r.stderr
     assert f"warning: missing: {uri}/{priv}/stats.json" in r.stderr
