@@ -37,7 +37,7 @@ from medhelm_core.store import Store, in_transaction, sql_str
 from .rows import insert_json_rows
 from .source import ObjectInfo, Source, decode_bytes, is_gzip
 from .leaderboard import store_published_cells
-from .tables import STAT_STRUCT, ensure_published_tables
+from .tables import STAT_STRUCT, bound_memory, ensure_published_tables
 
 DOC_FILES = {"summary.json": "summary", "schema.json": "schema", "groups.json": "groups",
              "runs_to_run_suites.json": "runs_to_run_suites"}
@@ -52,7 +52,6 @@ BATCH_OBJECTS = int(os.environ.get("MEDHELM_IMPORT_BATCH_OBJECTS", "1024"))
 BATCH_BYTES = 128 * 1024 * 1024
 COMMIT_SECONDS = float(os.environ.get("MEDHELM_IMPORT_COMMIT_SECONDS", "30"))   # an open transaction's
 COMMIT_BYTES = 4 * 1024 * 1024 * 1024   # age and fetched bytes (kept on disk until it commits) at most
-MEMORY_LIMIT = os.environ.get("MEDHELM_IMPORT_MEMORY_LIMIT", "512MB")
 MAX_JSON_OBJECT = 4 * 1024 * 1024 * 1024 - 1
 
 REQUEST_STATE_STRUCT = ("STRUCT(instance JSON, reference_index INTEGER, request_mode VARCHAR, "
@@ -519,8 +518,7 @@ class Importer:
             conn = cm.__enter__()
             self._held = (cm, conn)
             try:
-                # DuckDB would otherwise keep up to 80% of RAM of parsed JSON and written blocks in memory
-                conn.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+                bound_memory(conn)
                 ensure_published_tables(conn)
             except BaseException:
                 self._release()

@@ -7,6 +7,8 @@ a suite summarized on its own (`runs/<S>/`).  Published suites keep their names 
 """
 from __future__ import annotations
 
+import os
+
 import duckdb
 
 from medhelm_core.resources import ddl
@@ -35,6 +37,16 @@ TABLE_DOCS = {
     "leaderboard_comparison": "published vs rebuilt cell by cell",
     "rescore_comparison": "published per-instance/run stats vs our metrics on the published completions",
 }
+
+
+# DuckDB's memory while importing and rebuilding (it would otherwise keep up to 80% of RAM of parsed
+# JSON and written blocks, and the analytics of a full-size rebuild took it to twice this)
+IMPORT_MEMORY_LIMIT = os.environ.get("MEDHELM_IMPORT_MEMORY_LIMIT", "512MB")
+
+
+def bound_memory(conn: duckdb.DuckDBPyConnection) -> None:
+    """Hold DuckDB to IMPORT_MEMORY_LIMIT (for the database, until it is closed)."""
+    conn.execute(f"SET memory_limit = '{IMPORT_MEMORY_LIMIT}'")
 
 
 def ensure_published_tables(conn: duckdb.DuckDBPyConnection) -> None:
