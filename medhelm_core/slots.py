@@ -43,6 +43,7 @@ class _Slots:
         wait = 0.005
         while not stop.is_set():
             with self._lock:
+                self._retake_lost()
                 for i in range(limit):
                     if (deployment, i) not in self._held and self._try(deployment, i):
                         self._held.add((deployment, i))
@@ -55,6 +56,9 @@ class _Slots:
         with self._lock:
             self._free(*slot)
             self._held.discard(slot)
+
+    def _retake_lost(self) -> None:
+        """Take again the slots of requests in flight that the medium lost (none lose them but PostgreSQL's)."""
 
     def _try(self, deployment: str, i: int) -> bool:
         raise NotImplementedError
@@ -89,26 +93,42 @@ class FileSlots(_Slots):
 
 class PostgresSlots(_Slots):
     """Slots as advisory locks on the DuckLake catalog's PostgreSQL (any machine), taken through one
-    session of this process (`connect`: () -> a psycopg2 connection in autocommit)."""
+    session of this process (`connect`: () -> a psycopg2 connection in autocommit).
+
+    A session that ends takes the locks of the requests still in flight with it. Those requests
+    keep their slots in this process (none is granted twice here), and the next session takes
+    their locks again before it grants a new one, so other processes see them held once more."""
 
     def __init__(self, connect):
         super().__init__()
         self._session = PgSession(connect, "request slots")
+        self._lost = False   # the session that held our locks ended: take the in-flight ones again
+
+    def _retake_lost(self) -> None:
+        if self._lost:
+            try:
+                for d, j in sorted(self._held):
+                    # (taken meanwhile by another process: both send until ours is released)
+                    self._session.execute("SELECT pg_try_advisory_lock(%s, %s)", [_key32(d), j])
+            except MedhelmError:
+                return   # still unreachable: tried again at the next acquire
+            self._lost = False
 
     def _try(self, deployment: str, i: int) -> bool:
         try:
             return bool(self._session.execute("SELECT pg_try_advisory_lock(%s, %s)", [_key32(deployment), i])[0][0])
-        except MedhelmError:   # the session ended, and every slot it held with it
-            self._held.clear()
+        except MedhelmError:   # the session ended, and every lock it held with it
+            self._lost = True
             raise
 
     def _free(self, deployment: str, i: int) -> None:
         try:
             self._session.execute("SELECT pg_advisory_unlock(%s, %s)", [_key32(deployment), i])
         except MedhelmError:   # the session ended, and its locks with it
-            pass
+            self._lost = True
 
     def close(self) -> None:
         with self._lock:
             self._session.close()
             self._held.clear()
+            self._lost = False

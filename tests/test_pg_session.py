@@ -1,15 +1,18 @@
 """The PostgreSQL session the request slots and claims talk through (medhelm_core/pg_session.py),
 against a real server (scripts/postgres.sh): a failure is one line naming what failed and without
-the password, ends the session (freeing what it held), and the next statement opens a new one."""
+the password, ends the session (freeing what it held), and the next statement opens a new one; the
+request slots of requests in flight outlive it."""
 from __future__ import annotations
 
 import socket
+import threading
 
 import psycopg2
 import pytest
 
 from medhelm_core.errors import MedhelmError
 from medhelm_core.pg_session import PgSession
+from medhelm_core.slots import PostgresSlots, _key32
 from tests.postgres import HAS_PG, running_postgres
 
 
@@ -53,3 +56,32 @@ def test_a_session_ended_by_the_server_frees_its_locks_and_the_next_statement_re
         assert session.execute("SELECT count(*) FROM opened") == [(0,)]  # its first statement ran
         other.close()
         session.close()
+
+
+def test_request_slots_in_flight_keep_their_slots_when_the_session_is_lost():
+    """A slot's lock goes with the session; the request holding it is still sending, so this process
+    does not grant that slot again, and the next session takes its lock back from other processes."""
+    if not HAS_PG:
+        pytest.skip("no PostgreSQL server: bash scripts/setup.sh --with-postgres")
+    with running_postgres() as url:
+        slots = PostgresSlots(_connect(url))
+        in_flight = slots.acquire("dep", 1, threading.Event())
+        assert in_flight == ("dep", 0)
+        other = _connect(url)()
+        cur = other.cursor()
+        pid = slots._session.execute("SELECT pg_backend_pid()")[0][0]
+        cur.execute("SELECT pg_terminate_backend(%s)", [pid])
+        with pytest.raises(MedhelmError, match=r"^request slots: "):
+            slots.acquire("dep", 2, threading.Event())        # slot 1 asked on the ended session
+
+        stop = threading.Event()
+        threading.Timer(0.3, stop.set).start()
+        assert slots.acquire("dep", 1, stop) is None           # slot 0 is still the request's
+        cur.execute("SELECT pg_try_advisory_lock(%s, 0)", [_key32("dep")])
+        assert cur.fetchone()[0] is False                      # and its lock was taken again
+
+        slots.release(in_flight)
+        cur.execute("SELECT pg_try_advisory_lock(%s, 0)", [_key32("dep")])
+        assert cur.fetchone()[0] is True
+        other.close()
+        slots.close()
