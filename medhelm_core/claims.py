@@ -113,10 +113,13 @@ class PostgresClaims:
 
     def __init__(self, store, connect: Callable[[], object]):
         self.store = store
-        # Made on a session's first use; the lock: two processes creating it at once would collide.
+        # Made on a session's first use when it is not there yet (CREATE TABLE IF NOT EXISTS would
+        # need the right to create in the schema even then); the lock: two processes creating it
+        # at once would collide.
         self._session = PgSession(connect, "request claims", on_open=(
-            f"SELECT pg_advisory_xact_lock({_CREATE_KEY}); CREATE TABLE IF NOT EXISTS {TABLE}"
-            f" (request_key TEXT PRIMARY KEY, owner TEXT NOT NULL, heartbeat DOUBLE PRECISION)"))
+            f"SELECT pg_advisory_xact_lock({_CREATE_KEY}); DO $$ BEGIN IF to_regclass('{TABLE}') IS NULL THEN"
+            f" CREATE TABLE {TABLE} (request_key TEXT PRIMARY KEY, owner TEXT NOT NULL, heartbeat DOUBLE PRECISION);"
+            f" END IF; END $$"))
         self._execute = self._session.execute
 
     def _take_over(self, dead: list[str]) -> None:

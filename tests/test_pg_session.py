@@ -85,3 +85,25 @@ def test_request_slots_in_flight_keep_their_slots_when_the_session_is_lost():
         assert cur.fetchone()[0] is True
         other.close()
         slots.close()
+
+
+def test_request_claims_work_for_a_role_that_cannot_create_tables():
+    """A team's least-privilege role: the claims table made once by the owner, then used by a role
+    without the right to create in the schema."""
+    if not HAS_PG:
+        pytest.skip("no PostgreSQL server: bash scripts/setup.sh --with-postgres")
+    from medhelm_core.claims import TABLE, PostgresClaims
+
+    with running_postgres() as url:
+        PostgresClaims(None, _connect(url))._execute("SELECT 1")       # made by the owner
+        admin = _connect(url)()
+        with admin.cursor() as cur:
+            cur.execute("CREATE ROLE worker LOGIN; REVOKE CREATE ON SCHEMA public FROM PUBLIC;"
+                        f" GRANT USAGE ON SCHEMA public TO worker; GRANT SELECT, INSERT, UPDATE, DELETE ON {TABLE} TO worker")
+        worker_url = url.replace("://medhelm@", "://worker@") if "://medhelm@" in url else None
+        assert worker_url, url
+        worker = PostgresClaims(None, _connect(worker_url))
+        assert worker._execute(f"INSERT INTO {TABLE} VALUES ('k', 'w', 0) RETURNING request_key") == [("k",)]
+        with pytest.raises(MedhelmError, match="permission denied"):
+            worker._execute("CREATE TABLE other (n INT)")
+        admin.close()
