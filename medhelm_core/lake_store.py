@@ -30,6 +30,7 @@ import duckdb
 from medhelm_core import journal
 from medhelm_core.claims import PostgresClaims
 from medhelm_core.errors import MedhelmError
+from medhelm_core.pg_session import PgSession
 from medhelm_core.resources import ddl
 from medhelm_core.slots import PostgresSlots
 from medhelm_core.storage import LAKE, Storage, ducklake_ddl, open_ducklake
@@ -76,20 +77,16 @@ def catalog_session(storage: Storage):
 
 class WriterLock:
     """The lake's write turn: a thread lock in this process, and PostgreSQL's session-level advisory
-    lock `_WRITER_KEY` across processes, held by one connection of this process (re-entrant: nested
-    writes of one thread take it once). Waits at most `timeout_s`."""
+    lock `_WRITER_KEY` across processes, held by this process's own catalog session (re-entrant:
+    nested writes of one thread take it once). Waits at most `timeout_s`."""
 
     def __init__(self, storage: Storage, timeout_s: float):
         self.storage = storage
         self.timeout_s = timeout_s
         self.tlock = threading.RLock()
         self.depth = 0
-        self._pg = None
-
-    def _connection(self):
-        if self._pg is None or self._pg.closed:
-            self._pg = catalog_session(self.storage)
-        return self._pg
+        self._session = PgSession(lambda: catalog_session(storage), "the DuckLake's write turn",
+                                  on_open=f"SET lock_timeout = '{int(timeout_s * 1000)}ms'")
 
     def __enter__(self) -> "WriterLock":
         self.tlock.acquire()
@@ -103,33 +100,31 @@ class WriterLock:
         return self
 
     def _take(self) -> None:
-        import psycopg2
-
-        with self._connection().cursor() as cur:
-            cur.execute("SET lock_timeout = %s", [f"{int(self.timeout_s * 1000)}ms"])
-            try:
-                cur.execute("SELECT pg_advisory_lock(%s)", [_WRITER_KEY])
-            except psycopg2.errors.LockNotAvailable:
-                raise MedhelmError(f"{self.storage}: another writer held the DuckLake for {self.timeout_s:.0f} s "
-                                   f"(a process stuck inside a commit?)") from None
+        waited = (f"{self.storage}: another writer held the DuckLake for {self.timeout_s:.0f} s "
+                  f"(a process stuck inside a commit?)")
+        try:
+            self._session.execute("SELECT pg_advisory_lock(%s)", [_WRITER_KEY], lock_timeout=waited)
+        except MedhelmError as e:
+            if str(e) == waited:
+                raise
+            # the session had ended since the last turn (a server restart, an idle timeout): it
+            # held nothing then, so a new one asks again, once
+            self._session.execute("SELECT pg_advisory_lock(%s)", [_WRITER_KEY], lock_timeout=waited)
 
     def __exit__(self, *exc) -> None:
         self.depth -= 1
         try:
             if self.depth == 0:
                 try:
-                    with self._pg.cursor() as cur:
-                        cur.execute("SELECT pg_advisory_unlock(%s)", [_WRITER_KEY])
-                except Exception:   # the session is gone, and its lock with it
-                    self._pg = None
+                    self._session.execute("SELECT pg_advisory_unlock(%s)", [_WRITER_KEY])
+                except MedhelmError:   # the session is gone, and its lock with it
+                    pass
         finally:
             self.tlock.release()
 
     def close(self) -> None:
         with self.tlock:
-            if self._pg is not None:
-                self._pg.close()
-                self._pg = None
+            self._session.close()
 
 
 class LakeStore(Store):

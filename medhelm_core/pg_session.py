@@ -19,8 +19,9 @@ class PgSession:
         self._lock = threading.Lock()
         self._pg = None
 
-    def execute(self, sql: str, params: list | tuple = ()) -> list[tuple]:
-        """Run one statement string; its rows, if it returns any."""
+    def execute(self, sql: str, params: list | tuple = (), lock_timeout: Optional[str] = None) -> list[tuple]:
+        """Run one statement string; its rows, if it returns any. `lock_timeout`: the error's line
+        when the statement gave up waiting for a lock (PostgreSQL's lock_timeout)."""
         with self._lock:
             try:
                 if self._pg is None or self._pg.closed:
@@ -35,6 +36,8 @@ class PgSession:
                 raise
             except Exception as e:   # noqa: BLE001 - psycopg2's errors
                 self._drop()
+                if lock_timeout and getattr(e, "pgcode", None) == "55P03":   # lock_not_available
+                    raise MedhelmError(lock_timeout) from None
                 raise MedhelmError(f"{self.what}: the catalog's PostgreSQL failed: "
                                    f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
 

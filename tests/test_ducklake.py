@@ -246,6 +246,13 @@ except MedhelmError as e:
 holder.close()   # its session ends, and its turn with it (as a kill -9 would)
 with store.transaction() as c:
     c.execute("INSERT INTO completion_errors (request_key) VALUES ('k2')")
+pid = store.writer._session.execute("SELECT pg_backend_pid()")[0][0]
+killer = psycopg2.connect(**storage.catalog)   # the turn's session ended between turns (a server restart)
+killer.autocommit = True
+killer.cursor().execute("SELECT pg_terminate_backend(%s)", [pid])
+killer.close()
+with store.transaction() as c:
+    c.execute("INSERT INTO completion_errors (request_key) VALUES ('k3')")
 with store.connect(read_only=True) as c:
     keys = [r[0] for r in c.execute("SELECT request_key FROM completion_errors ORDER BY 1").fetchall()]
 print(json.dumps({"seen": seen, "read_s": read_s, "refused": refused, "keys": keys}))
@@ -254,10 +261,11 @@ print(json.dumps({"seen": seen, "read_s": read_s, "refused": refused, "keys": ke
 
 def test_writers_take_turns_and_readers_never_wait(lake, tmp_path):
     """While another session holds the lake's write turn, a read goes through at once, a write waits
-    its timeout and stops with one line (nothing written); once that session ends, writes go on."""
+    its timeout and stops with one line (nothing written); once that session ends, writes go on, and
+    they go on when the server ends this process's own session between turns."""
     url, _ = lake
     got = _in_lake_env(TURNS, url, str(tmp_path / "out"))
-    assert got["seen"] == 1 and got["read_s"] < 0.9 and got["keys"] == ["k0", "k2"]
+    assert got["seen"] == 1 and got["read_s"] < 0.9 and got["keys"] == ["k0", "k2", "k3"]
     assert got["refused"] and "another writer held the DuckLake for 1 s" in got["refused"] and "\n" not in got["refused"]
 
 
