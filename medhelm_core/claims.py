@@ -22,6 +22,7 @@ import time
 from typing import Callable, Optional
 
 from medhelm_core import journal, owners
+from medhelm_core.errors import MedhelmError
 from medhelm_core.pg_session import PgSession
 
 Write = Callable[[object], None]   # (connection) -> None, run inside a store transaction
@@ -152,7 +153,10 @@ class PostgresClaims:
                     "SELECT request_key FROM completions WHERE request_key IN (SELECT unnest(?::VARCHAR[]))",
                     [sorted(won)]).fetchall()]
         except BaseException:   # the caller never learns of these claims: give them back
-            self._execute(f"DELETE FROM {TABLE} WHERE owner = %s AND request_key = ANY(%s)", [owner, sorted(won)])
+            try:
+                self._execute(f"DELETE FROM {TABLE} WHERE owner = %s AND request_key = ANY(%s)", [owner, sorted(won)])
+            except MedhelmError:   # (then they go with the owner's release or lease; the first error is the one to see)
+                pass
             raise
         if answered:
             self._execute(f"DELETE FROM {TABLE} WHERE owner = %s AND request_key = ANY(%s)", [owner, answered])
@@ -164,8 +168,15 @@ class PostgresClaims:
         owner's others get a fresh heartbeat."""
         with self.store.transaction() as conn:
             write(conn)
-        self._execute(f"DELETE FROM {TABLE} WHERE owner = %s AND request_key = ANY(%s);"
-                      f" UPDATE {TABLE} SET heartbeat = %s WHERE owner = %s", [owner, settled, time.time(), owner])
+        try:
+            self._execute(f"DELETE FROM {TABLE} WHERE owner = %s AND request_key = ANY(%s);"
+                          f" UPDATE {TABLE} SET heartbeat = %s WHERE owner = %s", [owner, settled, time.time(), owner])
+        except MedhelmError:
+            # The write is in: failing here would have the caller write it again. A settled claim
+            # left behind is harmless for an answer (answers are looked up before any claim) and
+            # holds back another process's retry of a failed request only until the owner's
+            # release; the next heartbeat says whether the catalog is back.
+            pass
 
     def heartbeat(self, owner: str) -> None:
         self._execute(f"UPDATE {TABLE} SET heartbeat = %s WHERE owner = %s", [time.time(), owner])

@@ -4,6 +4,7 @@ the password, ends the session (freeing what it held), and the next statement op
 request slots of requests in flight outlive it."""
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 
@@ -107,3 +108,55 @@ def test_request_claims_work_for_a_role_that_cannot_create_tables():
         with pytest.raises(MedhelmError, match="permission denied"):
             worker._execute("CREATE TABLE other (n INT)")
         admin.close()
+
+
+class _Store:
+    """What PostgresClaims asks of a store, with a hook run inside each block (and no lake)."""
+
+    def __init__(self, inside):
+        self.inside = inside
+
+    @contextlib.contextmanager
+    def transaction(self):
+        self.inside()
+        yield None
+
+    @contextlib.contextmanager
+    def connect(self, read_only=False):
+        self.inside()
+        yield None
+
+
+def _terminate(url: str, claims) -> None:
+    pid = claims._execute("SELECT pg_backend_pid()")[0][0]
+    killer = _connect(url)()
+    with killer.cursor() as cur:
+        cur.execute("SELECT pg_terminate_backend(%s)", [pid])
+    killer.close()
+
+
+def test_claims_keep_the_first_error_and_never_fail_a_write_that_went_in():
+    """The catalog's session ends (a server restart) inside a store block: a commit whose write went
+    in returns (failing would have the caller write it twice), and a claim whose lake check failed
+    raises that failure, not the give-back's."""
+    if not HAS_PG:
+        pytest.skip("no PostgreSQL server: bash scripts/setup.sh --with-postgres")
+    from medhelm_core.claims import PostgresClaims
+
+    with running_postgres() as url:
+        claims = PostgresClaims(None, _connect(url))
+        writes = []
+        claims.store = _Store(lambda: _terminate(url, claims))
+        claims.commit("o", ["k"], writes.append)          # the settle fails after the write: no error
+        assert writes == [None]
+
+        class LakeDown(Exception):
+            pass
+
+        def lake_down():
+            _terminate(url, claims)
+            raise LakeDown("the lake is unreachable")
+        claims.store = _Store(lake_down)
+        with pytest.raises(LakeDown):
+            claims.claim(["b"], "o", lease_s=60.0)
+        claims.close()
