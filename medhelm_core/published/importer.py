@@ -37,7 +37,7 @@ from medhelm_core.store import Store, in_transaction, sql_str
 from .rows import insert_json_rows
 from .source import ObjectInfo, Source, decode_bytes, is_gzip
 from .leaderboard import store_published_cells
-from .tables import STAT_STRUCT, bound_memory, ensure_published_tables
+from .tables import STAT_STRUCT, bound_memory, ensure_published_tables, unbound_memory
 
 DOC_FILES = {"summary.json": "summary", "schema.json": "schema", "groups.json": "groups",
              "runs_to_run_suites.json": "runs_to_run_suites"}
@@ -542,8 +542,11 @@ class Importer:
             self._held[1].execute("ROLLBACK")
 
     def _abort(self) -> None:
+        """After a failure: nothing of the open transaction stays (and no error of this hides it)."""
         try:
             self._rollback()
+        except duckdb.Error:   # (a connection that failed has no transaction left to roll back)
+            pass
         finally:
             self._forget_uncommitted()
 
@@ -559,9 +562,14 @@ class Importer:
 
     def _release(self) -> None:
         if self._held is not None:
-            cm = self._held[0]
+            cm, conn = self._held
             self._held = None
-            cm.__exit__(None, None, None)
+            try:
+                unbound_memory(conn)
+            except duckdb.Error:
+                pass
+            finally:
+                cm.__exit__(None, None, None)
 
     def _ingest_batch(self, conn, fetched: list[Fetched], bad: dict[str, str], count: bool) -> None:
         """One batch's rows and manifest entries, in the open transaction (`count`: a batch seen

@@ -39,7 +39,7 @@ from medhelm_core.summarize.tables import ensure_input_tables, set_summarize_tar
 from medhelm_core.summarize.write import build_group_tables, write_summarize_outputs
 
 from .rows import insert_json_rows
-from .tables import bound_memory, ensure_published_tables
+from .tables import ensure_published_tables, memory_bound
 
 TOL = 1e-9
 COUNT_RE = re.compile(r"\((\d+)\)$")
@@ -384,8 +384,7 @@ COMPARISON_COLUMNS = ["release", "group_name", "table_pos", "table_name", "table
 
 def rebuild_and_compare(store: Store, target: str, output_dir: Optional[str] = None) -> ComparisonSummary:
     """Rebuild an imported target's leaderboard and write `leaderboard_comparison` for it."""
-    with store.connect() as conn:
-        bound_memory(conn)
+    with store.connect() as conn, memory_bound(conn):
         ensure_published_tables(conn)
         rb = rebuild_target(conn, target, output_dir=output_dir)
         rebuilt = []

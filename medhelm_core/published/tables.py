@@ -8,6 +8,8 @@ a suite summarized on its own (`runs/<S>/`).  Published suites keep their names 
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from typing import Iterator
 
 import duckdb
 
@@ -45,8 +47,22 @@ IMPORT_MEMORY_LIMIT = os.environ.get("MEDHELM_IMPORT_MEMORY_LIMIT", "512MB")
 
 
 def bound_memory(conn: duckdb.DuckDBPyConnection) -> None:
-    """Hold DuckDB to IMPORT_MEMORY_LIMIT (for the database, until it is closed)."""
+    """Hold DuckDB to IMPORT_MEMORY_LIMIT (a setting of the whole database: `unbound_memory` after)."""
     conn.execute(f"SET memory_limit = '{IMPORT_MEMORY_LIMIT}'")
+
+
+def unbound_memory(conn: duckdb.DuckDBPyConnection) -> None:
+    """DuckDB's own memory limit again, for whatever else uses a database kept open."""
+    conn.execute("RESET memory_limit")
+
+
+@contextmanager
+def memory_bound(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    bound_memory(conn)
+    try:
+        yield conn
+    finally:
+        unbound_memory(conn)
 
 
 def ensure_published_tables(conn: duckdb.DuckDBPyConnection) -> None:
