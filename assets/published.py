@@ -117,6 +117,7 @@ def published_leaderboard_comparison(context: dg.AssetExecutionContext, publishe
     return dg.MaterializeResult(metadata={
         "cells": summary.cells, "equal": summary.equal, "mean_win_rates": summary.win_rates,
         "mean_win_rates_equal": summary.win_rates_equal,
+        "rebuilt": not summary.unchanged,   # (False: nothing it reads changed since the last rebuild)
         "summary": dg.MetadataValue.md("\n\n".join(summary.lines())),
     })
 

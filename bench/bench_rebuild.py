@@ -12,7 +12,8 @@ folder (process start included), measured with wait4 (wall time, peak RSS):
   tables only        run_spec.json + stats.json            (helm-summarize --skip-completed-run-display-json)
   + per-instance     + per_instance_stats.json              (helm-summarize, which reads every run's files)
   + completions      + scenario_state.json (--with-completions)
-  re-run             same output folder again: nothing fetched, rebuild + compare only
+  re-run             same output folder again: nothing fetched, nothing rebuilt (its inputs unchanged)
+  re-run, --rebuild  same again with --rebuild: the rebuild and comparison alone
 
 helm-summarize on the same files: with HELM_VENV naming a crfm-helm 0.5.16 install
 (../shared/tools/install_helm_venv.sh helm), it runs in the same session, twice in one folder whose run
@@ -159,9 +160,11 @@ def main() -> None:
             wall, peak, stdout = run_one(["--source", str(data), "--suite", suite, "-o", str(out), *extra])
             rows.append((label, wall, peak, helm, stdout.strip().splitlines()[-1]))
             last = out
-        wall, peak, stdout = run_one(["--source", str(data), "--suite", suite, "-o", str(last), "--with-completions"
-                                      if not a.no_completions else "--no-per-instance"])
-        rows.append(("re-run (nothing fetched)", wall, peak, helm_tables, stdout.strip().splitlines()[-1]))
+        again = ["--source", str(data), "--suite", suite, "-o", str(last),
+                 "--with-completions" if not a.no_completions else "--no-per-instance"]
+        for label, extra in (("re-run (nothing fetched)", []), ("re-run, --rebuild", ["--rebuild"])):
+            wall, peak, stdout = run_one(again + extra)
+            rows.append((label, wall, peak, helm_tables, stdout.strip().splitlines()[-1]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     source = "measured in this run" if measured else "an earlier session's figures (set HELM_VENV to measure)"

@@ -39,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_storage_argument(p)
     add_arguments(p, ImportSelection, only=("suite_prefix", "jobs", "token", "endpoint_url"), aliases={"jobs": ["-j"]})
     p.add_argument("--no-compare", action="store_true", help="import only; do not rebuild and compare")
+    p.add_argument("--rebuild", action="store_true",
+                   help="rebuild and compare even when nothing the rebuild reads changed since the last one")
     p.add_argument("--write-files", metavar="DIR", default=None,
                    help="also write the rebuilt leaderboard's HELM files under DIR (releases/<R>/ or runs/<S>/)")
     p.add_argument("--local-path", default="prod_env",
@@ -105,7 +107,7 @@ def run(args) -> int:
     if not args.no_compare:
         from .leaderboard import rebuild_and_compare
 
-        summary = rebuild_and_compare(store, report.target, output_dir=args.write_files)
+        summary = rebuild_and_compare(store, report.target, output_dir=args.write_files, force=args.rebuild)
         for line in summary.lines():
             print(line)
     if args.rescore:

@@ -18,6 +18,7 @@ import math
 import re
 import time
 from collections import Counter
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -38,6 +39,7 @@ from medhelm_core.summarize.sql_models import load_sql_models, run_sql_models
 from medhelm_core.summarize.tables import ensure_input_tables, set_summarize_target
 from medhelm_core.summarize.write import build_group_tables, write_summarize_outputs
 
+from .freshness import rebuild_fingerprint
 from .rows import insert_json_rows
 from .tables import ensure_published_tables, memory_bound
 
@@ -355,6 +357,7 @@ class ComparisonSummary:
     rebuild_seconds: float
     published_cells: int
     rebuilt_cells: int
+    unchanged: bool = False   # the last rebuild's summary: nothing it read has changed since
 
     @property
     def valued(self) -> int:
@@ -365,12 +368,14 @@ class ComparisonSummary:
         return self.equal - self.both_missing
 
     def lines(self) -> list[str]:
+        rebuilt = ("not rebuilt: its inputs are those of the last rebuild" if self.unchanged
+                   else f"rebuilt in {self.rebuild_seconds:.2f}s")
         if not self.published_cells:
             return [f"{self.target}: no published leaderboard to compare with (no groups/*.json was imported); "
-                    f"rebuilt {self.rebuilt_cells} cells in {self.rebuild_seconds:.2f}s"]
+                    f"{self.rebuilt_cells} cells; {rebuilt}"]
         out = [f"{self.target}: valued cells equal {self.valued_equal}/{self.valued}, missing on both sides "
                f"{self.both_missing} ({self.cells} cells compared); mean win rates "
-               f"{self.win_rates_equal}/{self.win_rates} equal; rebuilt in {self.rebuild_seconds:.2f}s"]
+               f"{self.win_rates_equal}/{self.win_rates} equal; {rebuilt}"]
         for cause, n in sorted(self.causes.items(), key=lambda kv: -kv[1]):
             out.append(f"  {n} differ: {cause}")
         return out
@@ -382,10 +387,18 @@ COMPARISON_COLUMNS = ["release", "group_name", "table_pos", "table_name", "table
                       "cause", "both_missing", "edition"]
 
 
-def rebuild_and_compare(store: Store, target: str, output_dir: Optional[str] = None) -> ComparisonSummary:
-    """Rebuild an imported target's leaderboard and write `leaderboard_comparison` for it."""
+def rebuild_and_compare(store: Store, target: str, output_dir: Optional[str] = None,
+                        force: bool = False) -> ComparisonSummary:
+    """Rebuild an imported target's leaderboard and write `leaderboard_comparison` for it; when
+    nothing the rebuild reads changed since the last one (`freshness`), no files are to be written
+    and no rebuild is `force`d, return that rebuild's summary instead."""
     with store.connect() as conn, memory_bound(conn):
         ensure_published_tables(conn)
+        fingerprint = rebuild_fingerprint(conn, target)
+        last = conn.execute("SELECT summary FROM published_rebuilds WHERE target = ? AND fingerprint = ?",
+                            [target, fingerprint]).fetchone()
+        if last is not None and output_dir is None and not force:
+            return ComparisonSummary(**{**json.loads(last[0]), "unchanged": True})
         rb = rebuild_target(conn, target, output_dir=output_dir)
         rebuilt = []
         for group, tables in rb.tables.items():
@@ -404,12 +417,16 @@ def rebuild_and_compare(store: Store, target: str, output_dir: Optional[str] = N
             [target]).fetchone()[0]
         for r in rows:
             r["edition"] = edition or "helm-0.5.16"
+        causes = Counter(r["cause"] for r in rows if not r["equal"])
+        wr = [r for r in rows if r["column_name"] == "Mean win rate" and r["is_aggregate"]]
+        summary = ComparisonSummary(target, len(rows), sum(r["equal"] for r in rows),
+                                    sum(r["both_missing"] for r in rows), len(wr), sum(r["equal"] for r in wr),
+                                    dict(causes), rb.seconds, len(published), len(rebuilt))
         with in_transaction(conn):
             conn.execute("DELETE FROM leaderboard_comparison WHERE release = ?", [target])
             if rows:
                 insert_json_rows(conn, "leaderboard_comparison", rows, columns=COMPARISON_COLUMNS)
-    causes = Counter(r["cause"] for r in rows if not r["equal"])
-    wr = [r for r in rows if r["column_name"] == "Mean win rate" and r["is_aggregate"]]
-    return ComparisonSummary(target, len(rows), sum(r["equal"] for r in rows), sum(r["both_missing"] for r in rows),
-                             len(wr), sum(r["equal"] for r in wr),
-                             dict(causes), rb.seconds, len(published), len(rebuilt))
+            conn.execute("DELETE FROM published_rebuilds WHERE target = ?", [target])
+            conn.execute("INSERT INTO published_rebuilds VALUES (?, ?, ?, current_timestamp)",
+                         [target, fingerprint, json.dumps(dataclasses.asdict(summary))])
+    return summary

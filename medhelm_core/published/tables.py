@@ -37,6 +37,7 @@ TABLE_DOCS = {
     "published_leaderboard_cells": "every cell of groups/<group>.json as published",
     "published_problems": "corrupt or missing objects of the last import of a target",
     "leaderboard_comparison": "published vs rebuilt cell by cell",
+    "published_rebuilds": "each target's last rebuild: the fingerprint of its inputs and its comparison summary",
     "rescore_comparison": "published per-instance/run stats vs our metrics on the published completions",
 }
 

@@ -96,7 +96,7 @@ def assert_all_equal(out: Path, target: str) -> tuple[int, int]:
 
 
 # ----------------------------------------------------------------------------------------------
-def test_release_from_gcs_rebuilds_every_cell_and_second_import_fetches_nothing(gcs, tmp_path):
+def test_release_from_gcs_rebuilds_every_cell_and_second_import_fetches_nothing(gcs, tmp_path, monkeypatch):
     uri = gcs.uri(SYN_PREFIX)
     info = gcs.fs.info(f"{gcs.bucket}/{SYN_PREFIX}/releases/oracle/summary.json")
     assert info.get("contentEncoding") == "gzip"        # stored compressed at rest
@@ -119,6 +119,11 @@ def test_release_from_gcs_rebuilds_every_cell_and_second_import_fetches_nothing(
 
     again = do_import(tmp_path, uri, release="oracle")
     assert again.fetched == 0 and again.unchanged == again.listed > 0
+    rerun = run_cli("--source", uri, "--release", "oracle", "-o", str(tmp_path))   # nothing new: not rebuilt
+    assert rerun.returncode == 0 and rerun.stdout.splitlines()[-1] == (
+        r.stdout.splitlines()[-1].rsplit("; rebuilt in ", 1)[0] + "; not rebuilt: its inputs are those of the last rebuild")
+    forced = run_cli("--source", uri, "--release", "oracle", "-o", str(tmp_path), "--rebuild")
+    assert forced.returncode == 0 and "; rebuilt in " in forced.stdout.splitlines()[-1]
 
     # a re-upload (same bytes, new generation) is fetched again, and only it
     key = f"{SYN_PREFIX}/runs/oracle-cfg/JURY-DEMO:model=mockai_mock-gpt-a,model_deployment=mockai_mock-gpt-a/stats.json"
@@ -129,8 +134,23 @@ def test_release_from_gcs_rebuilds_every_cell_and_second_import_fetches_nothing(
     from medhelm_core.published.leaderboard import rebuild_and_compare
     from medhelm_core.store import Store
 
-    summary = rebuild_and_compare(Store.in_output_path(tmp_path), "oracle")
-    assert summary.equal == summary.cells == cells
+    store = Store.in_output_path(tmp_path)
+    summary = rebuild_and_compare(store, "oracle")       # a re-uploaded object is a new input: rebuilt
+    assert not summary.unchanged and summary.equal == summary.cells == cells
+    same = rebuild_and_compare(store, "oracle")
+    assert same.unchanged and same.lines()[0].endswith("not rebuilt: its inputs are those of the last rebuild")
+    assert (same.cells, same.equal, same.both_missing, same.win_rates) == \
+        (summary.cells, summary.equal, summary.both_missing, summary.win_rates)
+    with store.transaction() as conn:                    # a setting the analytics read
+        conn.execute("INSERT INTO analytics_settings (bootstrap_samples, seed) VALUES (20, 1)")
+    assert not rebuild_and_compare(store, "oracle").unchanged
+    patterns = tmp_path / "refusals.yaml"                # a file the environment names
+    patterns.write_text("patterns: ['^no$']\n")
+    monkeypatch.setenv("MEDHELM_REFUSAL_PATTERNS", str(patterns))
+    assert not rebuild_and_compare(store, "oracle").unchanged
+    patterns.write_text("patterns: ['^never$']\n")
+    assert not rebuild_and_compare(store, "oracle").unchanged
+    assert rebuild_and_compare(store, "oracle").unchanged
     # Cells empty on both sides are counted apart: the headline is about cells that hold a number.
     both_missing = query(tmp_path, "SELECT count(*) FILTER (both_missing), count(*) FILTER ("
                                    "published_value IS NULL AND rebuilt_value IS NULL) FROM leaderboard_comparison"

@@ -104,6 +104,11 @@ ALTER TABLE leaderboard_comparison ADD COLUMN IF NOT EXISTS both_missing BOOLEAN
 -- The upstream edition the rebuilt side reproduces (medhelm_core.editions; published runs: helm-0.5.16).
 ALTER TABLE leaderboard_comparison ADD COLUMN IF NOT EXISTS edition VARCHAR;
 
+-- The last rebuild of each target: the fingerprint of what it read (medhelm_core.published.freshness)
+-- and its comparison summary, so that a re-import with the same inputs does not rebuild again.
+CREATE TABLE IF NOT EXISTS published_rebuilds (
+        target VARCHAR, fingerprint VARCHAR, summary JSON, rebuilt_at TIMESTAMP);
+
 CREATE TABLE IF NOT EXISTS rescore_comparison (
         suite VARCHAR, run_name VARCHAR, level VARCHAR, instance_id VARCHAR, train_trial_index INTEGER,
         name VARCHAR, split VARCHAR, sub_split VARCHAR, perturbation_name VARCHAR, occurrence INTEGER,
