@@ -13,12 +13,12 @@ parsed by the same function and matched:
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
 import time
 from collections import Counter
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
