@@ -12,6 +12,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from medhelm_core.errors import MedhelmError
@@ -315,3 +316,38 @@ def test_request_claims_on_a_lake_are_a_postgres_table_exact_across_sessions(lak
     assert got["b_after_answer"] == []
     assert got["b_takes_over"] == ["k9"]
     assert got["left"] == [["k4", "B"], ["k9", "B"]] and got["lake_claims"] == 0
+
+
+def test_completions_imported_into_a_ducklake_are_those_of_a_file(lake, tmp_path):
+    """--with-completions into the DuckLake (a transaction per batch, the batch's request states once
+    into a scratch table) and into a DuckDB file: the same request states and jury entries."""
+    url, _ = lake
+    src = ["--source", str(PUBLIC / "benchmark_output"), "--suite", "public-n50", "--with-completions", "-q",
+           "--no-compare"]
+    env = {k: v for k, v in os.environ.items() if k != "MEDHELM_STORAGE"}
+    for python, extra in ((LAKE_PY, ["-o", str(tmp_path / "out"), "--storage", url]),
+                          (ROOT / ".venv" / "bin" / "python", ["-o", str(tmp_path / "file")])):
+        r = subprocess.run([str(python), "-m", "medhelm_core.published.cli", *src, *extra], cwd=ROOT,
+                           capture_output=True, text=True, timeout=600, env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+    sql = ("SELECT (SELECT count(*) FROM published_request_states), (SELECT count(*) FROM published_annotation_entries), "
+           "(SELECT md5(string_agg(concat_ws('|', suite, run_name, position, instance_id, annotator, entry, "
+           "CAST(value AS VARCHAR)), chr(10) ORDER BY suite, run_name, position, annotator, entry)) "
+           "FROM published_annotation_entries), "
+           "(SELECT md5(string_agg(concat_ws('|', suite, run_name, position, completion), chr(10) "
+           "ORDER BY suite, run_name, position)) FROM published_completions)")
+    lake_got = _in_lake_env(COUNTS, url, str(tmp_path / "out"), sql)["row"]
+    with duckdb.connect(str(tmp_path / "file" / "medhelm.duckdb"), read_only=True) as conn:
+        file_got = list(conn.execute(sql).fetchone())
+    assert lake_got[0] > 0 and lake_got[1] > 0 and lake_got == file_got
+
+
+COUNTS = r"""
+import json, sys
+from medhelm_core.lake_store import open_store
+from medhelm_core.storage import parse_storage
+
+store = open_store(parse_storage(sys.argv[1]), sys.argv[2])
+with store.connect(read_only=True) as c:
+    print(json.dumps({"row": list(c.execute(sys.argv[3]).fetchone())}))
+"""

@@ -32,6 +32,7 @@ from typing import Callable, Iterable, Optional
 import duckdb
 
 from medhelm_core.errors import MedhelmError
+from medhelm_core.storage import on_ducklake
 from medhelm_core.store import Store, in_transaction, sql_str
 
 from .rows import insert_json_rows
@@ -252,6 +253,7 @@ class Importer:
         self._prefetched: dict[str, bytes] = {}
         self._held = None                 # (context manager, connection) of the store, held across batches
         self._began: Optional[float] = None   # when the open transaction began
+        self._per_batch = False                # commit every batch (a DuckLake)
         self._uncommitted: list[tuple[list[Fetched], dict[str, str]]] = []   # its batches
         self.staging = Path(store.scratch_dir) / ".published_staging"
 
@@ -482,7 +484,8 @@ class Importer:
 
     # -- ingesting -------------------------------------------------------------------------------
     def _ingest(self, fetched: list[Fetched]) -> None:
-        """Ingest one batch into the open transaction; commit it after COMMIT_SECONDS or COMMIT_BYTES.
+        """Ingest one batch into the open transaction; commit it after COMMIT_SECONDS or COMMIT_BYTES
+        (on a DuckLake, after every batch).
 
         One transaction spans many batches because DuckDB writes a large append to disk as it goes
         (compressed, in parallel) only once a whole row group (122,880 rows) of it is there: a
@@ -507,7 +510,7 @@ class Importer:
                 bad.update(found)
                 todo = list(self._uncommitted)
         staged = sum(f.nbytes for fetched, _ in self._uncommitted for f in fetched if f.temp)
-        if time.time() - self._began > COMMIT_SECONDS or staged > COMMIT_BYTES:
+        if self._per_batch or time.time() - self._began > COMMIT_SECONDS or staged > COMMIT_BYTES:
             self._commit()   # which gives the store back: other writers get their turn
 
     def _open_transaction(self):
@@ -520,6 +523,9 @@ class Importer:
             try:
                 bound_memory(conn)
                 ensure_published_tables(conn)
+                # A DuckLake writes each insert's Parquet files as it goes, whatever the commit's
+                # size: there, a transaction per batch holds the least in memory.
+                self._per_batch = on_ducklake(conn)
             except BaseException:
                 self._release()
                 raise
@@ -632,7 +638,15 @@ class Importer:
                 paths = [f.path for f in group]
                 try:
                     check = CHECK_SQL.get(kind)
-                    if kind == "scenario_state":
+                    if kind == "scenario_state" and self._per_batch:
+                        # a DuckLake: the batch's rows once into a scratch table, for the table and
+                        # their annotation entries (reading them back from the lake took DuckDB
+                        # 1.5.5 past the import's memory)
+                        conn.execute(f"CREATE OR REPLACE TEMP TABLE _states AS {_state_rows_sql(paths, gz)}")
+                        conn.execute("INSERT INTO published_request_states SELECT * FROM _states")
+                        conn.execute(ANNOTATION_ENTRIES_SQL.format(states="_states"))
+                        conn.execute("DROP TABLE _states")
+                    elif kind == "scenario_state":
                         # straight in (a scratch table of the batch would keep DuckDB from writing
                         # it out as it goes), then the annotation entries from the rows just written
                         conn.execute(f"INSERT INTO published_request_states {_state_rows_sql(paths, gz)}")
