@@ -252,6 +252,7 @@ class Importer:
         self._processed = 0
         self._prefetched: dict[str, bytes] = {}
         self._held = None                 # (context manager, connection) of the store, held across batches
+        self._held_since = 0.0
         self._began: Optional[float] = None   # when the open transaction began
         self._per_batch = False                # commit every batch (a DuckLake)
         self._uncommitted: list[tuple[list[Fetched], dict[str, str]]] = []   # its batches
@@ -484,8 +485,8 @@ class Importer:
 
     # -- ingesting -------------------------------------------------------------------------------
     def _ingest(self, fetched: list[Fetched]) -> None:
-        """Ingest one batch into the open transaction; commit it after COMMIT_SECONDS or COMMIT_BYTES
-        (on a DuckLake, after every batch).
+        """Ingest one batch into the open transaction; commit it and give the store back after
+        COMMIT_SECONDS or COMMIT_BYTES (on a DuckLake, commit after every batch).
 
         One transaction spans many batches because DuckDB writes a large append to disk as it goes
         (compressed, in parallel) only once a whole row group (122,880 rows) of it is there: a
@@ -510,8 +511,9 @@ class Importer:
                 bad.update(found)
                 todo = list(self._uncommitted)
         staged = sum(f.nbytes for fetched, _ in self._uncommitted for f in fetched if f.temp)
-        if self._per_batch or time.time() - self._began > COMMIT_SECONDS or staged > COMMIT_BYTES:
-            self._commit()   # which gives the store back: other writers get their turn
+        due = time.time() - self._held_since > COMMIT_SECONDS or staged > COMMIT_BYTES
+        if due or self._per_batch:
+            self._commit(release=due)   # giving the store back: other writers get their turn
 
     def _open_transaction(self):
         """The held store connection, in a transaction. One connection across batches: closing
@@ -519,7 +521,7 @@ class Importer:
         if self._held is None:
             cm = self.store.connect()
             conn = cm.__enter__()
-            self._held = (cm, conn)
+            self._held, self._held_since = (cm, conn), time.time()
             try:
                 bound_memory(conn)
                 ensure_published_tables(conn)
@@ -535,12 +537,13 @@ class Importer:
             self._began = time.time()
         return conn
 
-    def _commit(self) -> None:
+    def _commit(self, release: bool = True) -> None:
         if self._began is not None:
             self._held[1].execute("COMMIT")
             self._began = None
         self._forget_uncommitted()
-        self._release()
+        if release:
+            self._release()
 
     def _rollback(self) -> None:
         if self._began is not None:
