@@ -38,7 +38,7 @@ from medhelm_core.store import Store, in_transaction, sql_str
 from .rows import insert_json_rows
 from .source import ObjectInfo, Source, decode_bytes, is_gzip
 from .leaderboard import store_published_cells
-from .tables import STAT_STRUCT, bound_memory, ensure_published_tables, unbound_memory
+from .tables import STAT_STRUCT, bound_memory, ensure_published_tables, memory_bound, unbound_memory
 
 DOC_FILES = {"summary.json": "summary", "schema.json": "schema", "groups.json": "groups",
              "runs_to_run_suites.json": "runs_to_run_suites"}
@@ -291,8 +291,10 @@ class Importer:
             self.progress(f"{len(todo)} of {len(wanted)} objects to fetch "
                           f"({sum(p.obj.size for p in todo) / 1e6:.1f} MB)")
         self._fetch_and_ingest(todo, report)
-        with self.store.connect() as conn:
-            fill_annotation_entries(conn)   # (a store imported by an earlier version)
+        with self.store.connect() as conn, memory_bound(conn):
+            # the request states ingested (or left without them by an import that was killed,
+            # or by an earlier version)
+            fill_annotation_entries(conn)
         with self.store.transaction() as conn:
             report.runs = self._finalize(conn, listing, report)
             report.problems = self._problems(conn, listing)
@@ -651,12 +653,10 @@ class Importer:
                         conn.execute("DROP TABLE _states")
                     elif kind == "scenario_state":
                         # straight in (a scratch table of the batch would keep DuckDB from writing
-                        # it out as it goes), then the annotation entries from the rows just written
+                        # it out as it goes); their annotation entries are taken once the ingest
+                        # has committed (fill_annotation_entries): read back inside the open
+                        # transaction, the rows cost 2.5x as much to parse again
                         conn.execute(f"INSERT INTO published_request_states {_state_rows_sql(paths, gz)}")
-                        conn.execute(ANNOTATION_ENTRIES_SQL.format(states="""(
-                            SELECT * FROM published_request_states
-                            WHERE (suite, run_name) IN (SELECT suite, run_name FROM _files WHERE path IN ?))"""),
-                            [paths])
                     elif check:   # read once into a scratch table, check it, then insert from it
                         conn.execute(f"CREATE OR REPLACE TEMP TABLE _parsed AS {_select_sql(kind, paths, gz)}")
                         wrong = conn.execute(check.format(src="SELECT * FROM _parsed")).fetchall()
@@ -694,21 +694,33 @@ class Importer:
         return out
 
 
-def fill_annotation_entries(conn) -> int:
-    """Take the annotation entries out of the request states of runs that have none (imported before
-    published_annotation_entries existed, by a store of an earlier version, or a fill that was
-    interrupted), one run per transaction; return the runs filled. Every import fills the table
-    with the request states it ingests, so this finds nothing once a store is up to date (runs whose
-    annotations hold no object are looked at again, and give nothing again)."""
-    runs = conn.execute("""SELECT DISTINCT suite, run_name FROM published_request_states r
+def fill_annotation_entries(conn, chunk_states: int = 20_000) -> int:
+    """Take the annotation entries out of the request states of runs that have none, a few runs
+    (about `chunk_states` request states: bounded memory) per transaction; return the runs filled.
+    This is how every import on a DuckDB file fills the table, once its ingest has committed; it
+    also fills runs imported before published_annotation_entries existed and those of an import
+    that was killed in between. Runs whose annotations hold no object are looked at again, and
+    give nothing again."""
+    runs = conn.execute("""SELECT suite, run_name, count(*) FROM published_request_states r
                            WHERE annotations IS NOT NULL AND NOT EXISTS (
                                SELECT 1 FROM published_annotation_entries e
                                WHERE e.suite = r.suite AND e.run_name = r.run_name)
-                           ORDER BY ALL""").fetchall()
-    for suite, run_name in runs:
+                           GROUP BY ALL ORDER BY ALL""").fetchall()
+    chunks: list[list[dict]] = []
+    size = chunk_states
+    for suite, run_name, states in runs:
+        if size + states > chunk_states:
+            chunks.append([])
+            size = 0
+        chunks[-1].append({"suite": suite, "run_name": run_name})
+        size += states
+    for chunk in chunks:
         with in_transaction(conn):
-            conn.execute(ANNOTATION_ENTRIES_SQL.format(
-                states="(SELECT * FROM published_request_states WHERE suite = ? AND run_name = ?)"), [suite, run_name])
+            insert_json_rows(conn, "_fill_runs", chunk, temp=True)
+            conn.execute(ANNOTATION_ENTRIES_SQL.format(states="""(
+                SELECT * FROM published_request_states
+                WHERE (suite, run_name) IN (SELECT suite, run_name FROM _fill_runs))"""))
+            conn.execute("DROP TABLE _fill_runs")
     return len(runs)
 
 
@@ -821,8 +833,8 @@ def _state_rows_sql(paths: list[str], gz: bool) -> str:
 # The entries of request states' annotations but the judge prompts (published_annotation_entries),
 # taken out once at import so that the analytics never parse the prompts again: each annotations
 # object parsed once as a map of maps (an annotator whose annotation is not an object has no
-# entries; HELM's None is NULL).  Taken per batch: over a whole suite, this two-level unnest beside
-# the prompts' long strings needs more memory than the import allows (DuckDB 2.0).
+# entries; HELM's None is NULL).  Taken a few runs at a time: over a whole suite, this two-level
+# unnest beside the prompts' long strings needs more memory than the import allows (DuckDB 2.0).
 ANNOTATION_ENTRIES_SQL = """
     INSERT INTO published_annotation_entries
     SELECT suite, run_name, position, instance_id, a.key, e.key, e.value

@@ -193,6 +193,7 @@ def test_killed_import_resumes_without_duplicates(gcs, tmp_path, commit_seconds,
                        ("published_instance_entries", "suite, run_name, entry_pos"),
                        ("published_request_states", "suite, run_name, position"),
                        ("published_annotations", "suite, run_name, position, annotator"),
+                       ("published_annotation_entries", "suite, run_name, position, annotator, entry"),
                        ("published_documents", "target, name"), ("runs", "suite, run_name"),
                        ("run_stats", "suite, run_name, ordinal")]:
         n, distinct = query(tmp_path, f"SELECT count(*), count(DISTINCT ({key})) FROM {table}")[0]
@@ -287,6 +288,14 @@ def test_rescore_published_completions_offline(gcs, tmp_path):
                      "(SELECT min(run_name) FROM published_annotation_entries)")
     r = run_cli("--source", gcs.uri(SYN_PREFIX), "--release", "oracle", "--with-completions", "-o", str(tmp_path))
     assert r.returncode == 0, r.stderr
+    assert {(*r[:6], _canonical(r[6])) for r in query(tmp_path, entries_sql)} == expected
+    # taken a run per transaction (each run holds more request states than the chunk): the same
+    from medhelm_core.published.importer import fill_annotation_entries
+
+    with duckdb.connect(str(tmp_path / "medhelm.duckdb")) as conn:
+        judged = conn.execute("SELECT count(DISTINCT (suite, run_name)) FROM published_annotation_entries").fetchone()[0]
+        conn.execute("DELETE FROM published_annotation_entries")
+        assert fill_annotation_entries(conn, chunk_states=1) >= judged > 1
     assert {(*r[:6], _canonical(r[6])) for r in query(tmp_path, entries_sql)} == expected
 
 
