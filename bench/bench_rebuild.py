@@ -71,8 +71,8 @@ def prepare(data_dir: Path, models: int, instances: int) -> str:
     return suite
 
 
-def run_one(args: list[str]) -> tuple[float, float, str]:
-    """(wall seconds incl. process start, peak RSS GB, stdout) of one medhelm-import process."""
+def run_one(args: list[str]) -> tuple[float, float, float, str]:
+    """(wall seconds incl. process start, peak RSS GB, CPU seconds, stdout) of one medhelm-import process."""
     cmd = [sys.executable, "-m", "medhelm_core.published.cli", *args, "-q"]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.time()
@@ -84,14 +84,14 @@ def run_one(args: list[str]) -> tuple[float, float, str]:
         err.seek(0)
         if proc.returncode != 0:
             sys.exit(f"bench_rebuild: {' '.join(cmd)} failed:\n{err.read()}")
-        return wall, usage.ru_maxrss / 1e6, out.read()
+        return wall, usage.ru_maxrss / 1e6, usage.ru_utime + usage.ru_stime, out.read()
 
 
-def helm_summarize(helm_venv: Path, data_dir: Path, suite: str) -> tuple[tuple[float, float], tuple[float, float]]:
+def helm_summarize(helm_venv: Path, data_dir: Path, suite: str) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
     """HELM's own helm-summarize on the suite, twice in one scratch output folder whose run directories
     hold links to the data's files: full (it writes every run's display files), then again with
     --skip-completed-run-display-json (the display files are there: tables only). Returns
-    ((wall s, peak GB) full, (wall s, peak GB) tables only)."""
+    ((wall s, peak GB, CPU s) full, (wall s, peak GB, CPU s) tables only)."""
     out = Path(tempfile.mkdtemp(prefix="medhelm-bench-helm-"))
     try:
         src = data_dir / "runs" / suite
@@ -108,7 +108,7 @@ def helm_summarize(helm_venv: Path, data_dir: Path, suite: str) -> tuple[tuple[f
         shutil.rmtree(out, ignore_errors=True)
 
 
-def _timed(cmd: list[str]) -> tuple[float, float]:
+def _timed(cmd: list[str]) -> tuple[float, float, float]:
     with tempfile.TemporaryFile("w+") as log:
         start = time.time()
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, text=True)
@@ -117,7 +117,7 @@ def _timed(cmd: list[str]) -> tuple[float, float]:
         if os.waitstatus_to_exitcode(status) != 0:
             log.seek(0)
             sys.exit(f"bench_rebuild: {' '.join(cmd)} failed:\n{log.read()[-3000:]}")
-    return wall, usage.ru_maxrss / 1e6
+    return wall, usage.ru_maxrss / 1e6, usage.ru_utime + usage.ru_stime
 
 
 def suite_arguments(doc: str, more=None) -> argparse.Namespace:
@@ -143,11 +143,13 @@ def main() -> None:
           f"runs, {size:.2f} GB of JSON; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     rows = []
     helm_full, helm_tables, measured = HELM_FULL, HELM_TABLES, False
+    helm_cpu = {}
     helm_venv = os.environ.get("HELM_VENV")
     if helm_venv:
         print("helm-summarize on the same files (full, then --skip-completed-run-display-json) ...", file=sys.stderr)
-        (full_s, full_gb), (tables_s, tables_gb) = helm_summarize(Path(helm_venv), data, suite)
+        (full_s, full_gb, full_cpu), (tables_s, tables_gb, tables_cpu) = helm_summarize(Path(helm_venv), data, suite)
         helm_full, helm_tables, measured = (full_s, full_s, full_gb), (tables_s, tables_s, tables_gb), True
+        helm_cpu = {helm_full: full_cpu, helm_tables: tables_cpu}
     work = Path(tempfile.mkdtemp(prefix="medhelm-bench-out-"))
     try:
         plans = [("tables only", ["--no-per-instance"], helm_tables),
@@ -157,22 +159,30 @@ def main() -> None:
         last = None
         for label, extra, helm in plans:
             out = work / label.replace(" ", "_").replace("+", "p")
-            wall, peak, stdout = run_one(["--source", str(data), "--suite", suite, "-o", str(out), *extra])
-            rows.append((label, wall, peak, helm, stdout.strip().splitlines()[-1]))
+            wall, peak, cpu, stdout = run_one(["--source", str(data), "--suite", suite, "-o", str(out), *extra])
+            rows.append((label, wall, peak, cpu, helm, stdout.strip().splitlines()[-1]))
             last = out
         again = ["--source", str(data), "--suite", suite, "-o", str(last),
                  "--with-completions" if not a.no_completions else "--no-per-instance"]
         for label, extra in (("re-run (nothing fetched)", []), ("re-run, --rebuild", ["--rebuild"])):
-            wall, peak, stdout = run_one(again + extra)
-            rows.append((label, wall, peak, helm_tables, stdout.strip().splitlines()[-1]))
+            wall, peak, cpu, stdout = run_one(again + extra)
+            rows.append((label, wall, peak, cpu, helm_tables, stdout.strip().splitlines()[-1]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     source = "measured in this run" if measured else "an earlier session's figures (set HELM_VENV to measure)"
     print(f"\nhelm-summarize: {source}")
-    print(f"{'rebuild':<26}{'wall s':>8}{'peak GB':>9}   {'helm-summarize':<22}{'speed-up':>9}{'memory':>8}")
-    for label, wall, peak, (lo, hi, gb), _ in rows:
-        helm = f"{lo:.0f} s, {gb:.2f} GB" if lo == hi else f"{lo}-{hi} s, {gb} GB"
-        print(f"{label:<26}{wall:>8.1f}{peak:>9.2f}   {helm:<22}{lo / wall:>8.1f}x{peak / gb:>7.0%}")
+    cores = os.cpu_count() or 1
+    print(f"{'rebuild':<26}{'wall s':>8}{'peak GB':>9}{'CPU s':>7}   {'helm-summarize':<22}{'speed-up':>9}{'memory':>8}"
+          f"{'bound':>8}")
+    for label, wall, peak, cpu, helm, _ in rows:
+        lo, hi, gb = helm
+        text = f"{lo:.0f} s, {gb:.2f} GB" if lo == hi else f"{lo}-{hi} s, {gb} GB"
+        # the speed-up this row's CPU work allows on this machine's cores (helm-summarize is one thread)
+        bound = f"{helm_cpu[helm] / (cpu / cores):.1f}x" if helm in helm_cpu and cpu > 0 else "-"
+        print(f"{label:<26}{wall:>8.1f}{peak:>9.2f}{cpu:>7.1f}   {text:<22}{lo / wall:>8.1f}x{peak / gb:>7.0%}{bound:>8}")
+    if helm_cpu:
+        print(f"(CPU s: user + system of the process; bound: helm-summarize's CPU seconds over this row's spread "
+              f"on all {cores} cores, the most this row's work allows here)")
     print("\ncomparison (each row):")
     for label, *_, line in rows:
         print(f"  {label}: {line}")
