@@ -15,11 +15,17 @@ catalog (PostgreSQL) and Parquet folder, and the store behaves as the DuckDB fil
 * The answer journal (answers received, not yet committed) is a local folder beside the output path,
   `medhelm.ducklake.journal`: a process that dies loses nothing a later process on that machine
   replays; a claim it left is taken over by any machine once its heartbeat is older than the lease.
+  Every store of one lake on a machine links its journal in a folder of that machine
+  (`journals_on_this_host`), so a process taking over a dead owner's claims there folds in what
+  that owner journaled even when it wrote under another output path (on this host a dead owner is
+  seen at once, before its own output path is run again).
 """
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,7 +40,7 @@ from medhelm_core.pg_session import PgSession
 from medhelm_core.resources import ddl
 from medhelm_core.slots import PostgresSlots
 from medhelm_core.storage import LAKE, Storage, ducklake_ddl, open_ducklake
-from medhelm_core.store import DDL_FILES, Store, in_transaction
+from medhelm_core.store import DDL_FILES, Store, in_transaction, replay_answers
 
 # The advisory lock's key: one per catalog database (a database holds one DuckLake).
 _WRITER_KEY = int.from_bytes(hashlib.sha256(b"medhelm-build writer").digest()[:8], "big", signed=True)
@@ -127,6 +133,12 @@ class WriterLock:
             self._session.close()
 
 
+def journals_on_this_host(storage: Storage) -> Path:
+    """The folder of this machine where each store of this lake links its answer journal."""
+    lake = hashlib.sha256(f"{storage.catalog_dsn}\n{storage.data_path}".encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"medhelm-lake-journals-{os.getuid()}" / lake
+
+
 class LakeStore(Store):
     """`Store` on a DuckLake: one attached DuckDB connection per process (a cursor per use), writes
     in `WriterLock` turns. `path` names the local answer journal (`<output>/medhelm.ducklake.journal`)."""
@@ -141,6 +153,7 @@ class LakeStore(Store):
         self.writer = WriterLock(storage, lock_timeout_s)
         self._slots = PostgresSlots(lambda: catalog_session(storage))
         self._claims = PostgresClaims(self, lambda: catalog_session(storage))
+        self._link_journal()
 
     @property
     def where(self) -> str:
@@ -159,6 +172,44 @@ class LakeStore(Store):
     def claims(self) -> PostgresClaims:
         """Who is asking which request, for every process on any machine (`claims`)."""
         return self._claims
+
+    def _link_journal(self) -> None:
+        """Link this output path's journal where the other stores of this lake on this host look."""
+        here = str(self.path.absolute())
+        link = journals_on_this_host(self.storage) / hashlib.sha256(here.encode()).hexdigest()[:16]
+        try:
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.is_symlink():
+                os.symlink(here, link)
+        except FileExistsError:
+            pass   # (linked by another process meanwhile)
+        except OSError:
+            pass   # no shared temporary folder: this output path's journal is still replayed here
+
+    def _journal_paths(self) -> list[Path]:
+        """This output path's journal first, then those of the other stores of this lake on this host."""
+        paths = [self.path.absolute()]
+        try:
+            links = sorted(journals_on_this_host(self.storage).iterdir())
+        except OSError:
+            links = []
+        for link in links:
+            try:
+                target = Path(os.readlink(link))
+            except OSError:
+                continue
+            if target not in paths and journal.journal_dir(target).is_dir():
+                paths.append(target)
+        return paths
+
+    def replay(self, conn: duckdb.DuckDBPyConnection, dead=None) -> list[Path]:
+        """The orphan answers (of the owners `dead` accepts, or of every ended engine) of every journal
+        of this lake on this host, in the caller's transaction; returns the segments to remove once it
+        committed. A segment two processes replay at once is stored once: their writes take turns."""
+        done: list[Path] = []
+        for path in self._journal_paths():
+            done += replay_answers(conn, path, dead=dead)
+        return done
 
     def _recover_answers(self, conn: duckdb.DuckDBPyConnection) -> None:
         """Replay this machine's journals of ended engines, then drop the claims of dead owners:

@@ -275,7 +275,7 @@ def test_writers_take_turns_and_readers_never_wait(lake, tmp_path):
 CLAIMS = r"""
 import json, socket, sys
 import psycopg2
-from medhelm_core import owners
+from medhelm_core import journal, owners
 from medhelm_core.claims import TABLE
 from medhelm_core.lake_store import open_store
 from medhelm_core.storage import parse_storage
@@ -295,8 +295,15 @@ got["b_after_answer"] = sorted(b.claims.claim(["k2", "k3"], B, 120.0))   # k2 an
 pg = psycopg2.connect(sys.argv[1].split(":", 1)[1].split("?")[0]); pg.autocommit = True
 cur = pg.cursor()
 dead = f"{socket.gethostname()}|4194311|-|abc"   # a pid that cannot exist on this host
-cur.execute(f"INSERT INTO {TABLE} VALUES ('k9', %s, 1e18)", [dead])
-got["b_takes_over"] = sorted(b.claims.claim(["k9"], B, 120.0))
+cur.execute(f"INSERT INTO {TABLE} VALUES ('k9', %s, 1e18), ('k10', %s, 1e18)", [dead, dead])
+# the dead owner wrote under a's output path and had journaled k9's answer, not yet in the lake
+segment = journal.journal_dir(a.path) / (dead.replace("|", ",") + ".1.jsonl")
+segment.parent.mkdir(parents=True, exist_ok=True)
+segment.write_text(json.dumps(["k9", "d", "m", "{}", '{"journaled": true}', True, 1] + [None] * (len(COMPLETION_COLUMNS) - 7)) + "\n")
+got["b_takes_over"] = sorted(b.claims.claim(["k9", "k10"], B, 120.0))
+with b.connect(read_only=True) as conn:
+    got["k9"] = conn.execute("SELECT result FROM completions WHERE request_key = 'k9'").fetchall()
+got["segment_left"] = segment.exists()
 a.claims.release(A)
 cur.execute(f"SELECT request_key, owner FROM {TABLE} ORDER BY 1")
 got["left"] = [[k, "A" if o == A else "B" if o == B else o] for k, o in cur.fetchall()]
@@ -309,13 +316,17 @@ print(json.dumps(got))
 def test_request_claims_on_a_lake_are_a_postgres_table_exact_across_sessions(lake, tmp_path):
     """Claims on a DuckLake live in the catalog's PostgreSQL: a key claimed by one session is not won
     by another; once answered (committed to the lake) and settled it is not won again; a dead owner's
-    claim is taken over; a released owner leaves nothing. The lake's own claims table stays empty."""
+    claim is taken over, after what it journaled under another output path of this host is folded in;
+    a released owner leaves nothing. The lake's own claims table stays empty."""
     url, _ = lake
     got = _in_lake_env(CLAIMS, url, str(tmp_path))
     assert got["a"] == ["k1", "k2", "k3"] and got["b"] == ["k4"]
     assert got["b_after_answer"] == []
-    assert got["b_takes_over"] == ["k9"]
-    assert got["left"] == [["k4", "B"], ["k9", "B"]] and got["lake_claims"] == 0
+    # k9's answer, journaled by the dead owner under the other output path on this host, is folded in
+    # (not asked again); k10 is taken over
+    assert got["b_takes_over"] == ["k10"] and len(got["k9"]) == 1 and "journaled" in got["k9"][0][0]
+    assert not got["segment_left"]
+    assert got["left"] == [["k10", "B"], ["k4", "B"]] and got["lake_claims"] == 0
 
 
 def test_completions_imported_into_a_ducklake_are_those_of_a_file(lake, tmp_path):
