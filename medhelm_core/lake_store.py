@@ -27,6 +27,7 @@ import os
 import re
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -133,6 +134,9 @@ class WriterLock:
             self._session.close()
 
 
+_FORGET_S = 7 * 24 * 3600   # a linked output path missing this long is unlinked
+
+
 def journals_on_this_host(storage: Storage) -> Path:
     """The folder of this machine where each store of this lake links its answer journal."""
     lake = hashlib.sha256(f"{storage.catalog_dsn}\n{storage.data_path}".encode()).hexdigest()[:16]
@@ -196,6 +200,11 @@ class LakeStore(Store):
         for link in links:
             try:
                 target = Path(os.readlink(link))
+                if not target.parent.exists():
+                    # an output path deleted long ago is forgotten (a new one may not exist yet)
+                    if time.time() - link.lstat().st_mtime > _FORGET_S:
+                        link.unlink()
+                    continue
             except OSError:
                 continue
             if target not in paths and journal.journal_dir(target).is_dir():

@@ -273,11 +273,11 @@ def test_writers_take_turns_and_readers_never_wait(lake, tmp_path):
 
 
 CLAIMS = r"""
-import json, socket, sys
+import json, os, socket, sys, time
 import psycopg2
 from medhelm_core import journal, owners
 from medhelm_core.claims import TABLE
-from medhelm_core.lake_store import open_store
+from medhelm_core.lake_store import journals_on_this_host, open_store
 from medhelm_core.storage import parse_storage
 from medhelm_core.store import COMPLETION_COLUMNS, insert_answers
 
@@ -300,7 +300,13 @@ cur.execute(f"INSERT INTO {TABLE} VALUES ('k9', %s, 1e18), ('k10', %s, 1e18)", [
 segment = journal.journal_dir(a.path) / (dead.replace("|", ",") + ".1.jsonl")
 segment.parent.mkdir(parents=True, exist_ok=True)
 segment.write_text(json.dumps(["k9", "d", "m", "{}", '{"journaled": true}', True, 1] + [None] * (len(COMPLETION_COLUMNS) - 7)) + "\n")
+links = journals_on_this_host(storage)
+stale, fresh = links / "stale", links / "fresh"   # output paths deleted 8 days ago, and not made yet
+os.symlink(sys.argv[2] + "/gone/medhelm.ducklake", stale)
+os.symlink(sys.argv[2] + "/soon/medhelm.ducklake", fresh)
+os.utime(stale, (time.time() - 8 * 86400,) * 2, follow_symlinks=False)
 got["b_takes_over"] = sorted(b.claims.claim(["k9", "k10"], B, 120.0))
+got["links"] = [stale.is_symlink(), fresh.is_symlink()]
 with b.connect(read_only=True) as conn:
     got["k9"] = conn.execute("SELECT result FROM completions WHERE request_key = 'k9'").fetchall()
 got["segment_left"] = segment.exists()
@@ -325,7 +331,7 @@ def test_request_claims_on_a_lake_are_a_postgres_table_exact_across_sessions(lak
     # k9's answer, journaled by the dead owner under the other output path on this host, is folded in
     # (not asked again); k10 is taken over
     assert got["b_takes_over"] == ["k10"] and len(got["k9"]) == 1 and "journaled" in got["k9"][0][0]
-    assert not got["segment_left"]
+    assert not got["segment_left"] and got["links"] == [False, True]   # a long-gone output path is unlinked
     assert got["left"] == [["k10", "B"], ["k4", "B"]] and got["lake_claims"] == 0
 
 
