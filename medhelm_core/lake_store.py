@@ -134,13 +134,24 @@ class WriterLock:
             self._session.close()
 
 
-_FORGET_S = 7 * 24 * 3600   # a linked output path missing this long is unlinked
+_FORGET_S = 7 * 24 * 3600   # a link this old whose output path is missing is unlinked
 
 
 def journals_on_this_host(storage: Storage) -> Path:
-    """The folder of this machine where each store of this lake links its answer journal."""
+    """The folder of this machine where each store of this lake links its answer journal (this
+    user's own: made private, and not trusted unless it is this user's and no one else can write it,
+    since what its links point to is replayed into the lake)."""
     lake = hashlib.sha256(f"{storage.catalog_dsn}\n{storage.data_path}".encode()).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"medhelm-lake-journals-{os.getuid()}" / lake
+
+
+def _private(folder: Path) -> bool:
+    """Whether `folder` and its parent belong to this user and no one else may write in them."""
+    try:
+        return all((st := p.lstat()).st_uid == os.getuid() and not st.st_mode & 0o022 and not p.is_symlink()
+                   for p in (folder.parent, folder))
+    except OSError:
+        return False
 
 
 class LakeStore(Store):
@@ -182,8 +193,9 @@ class LakeStore(Store):
         here = str(self.path.absolute())
         link = journals_on_this_host(self.storage) / hashlib.sha256(here.encode()).hexdigest()[:16]
         try:
-            link.parent.mkdir(parents=True, exist_ok=True)
-            if not link.is_symlink():
+            link.parent.parent.mkdir(mode=0o700, exist_ok=True)
+            link.parent.mkdir(mode=0o700, exist_ok=True)
+            if _private(link.parent) and not link.is_symlink():
                 os.symlink(here, link)
         except FileExistsError:
             pass   # (linked by another process meanwhile)
@@ -193,8 +205,9 @@ class LakeStore(Store):
     def _journal_paths(self) -> list[Path]:
         """This output path's journal first, then those of the other stores of this lake on this host."""
         paths = [self.path.absolute()]
+        folder = journals_on_this_host(self.storage)
         try:
-            links = sorted(journals_on_this_host(self.storage).iterdir())
+            links = sorted(folder.iterdir()) if _private(folder) else []
         except OSError:
             links = []
         for link in links:
@@ -300,7 +313,7 @@ class LakeStore(Store):
 
 
 # A statement that starts so, and names none of the writing verbs, only reads (or sets a session option).
-_READS = re.compile(r"^\s*\(*\s*(SELECT|WITH|FROM|SHOW|DESCRIBE|SUMMARIZE|EXPLAIN|VALUES|TABLE|PRAGMA|SET|USE)\b",
+_READS = re.compile(r"^\s*\(*\s*(SELECT|WITH|FROM|SHOW|DESCRIBE|SUMMARIZE|EXPLAIN|VALUES|TABLE|PRAGMA|SET|RESET|USE)\b",
                     re.IGNORECASE)
 _WRITES = re.compile(r"\b(INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|MERGE|COPY|CALL|CHECKPOINT|ATTACH|DETACH)\b", re.IGNORECASE)
 

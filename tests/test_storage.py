@@ -112,3 +112,32 @@ def test_run_summarize_serve_and_import_use_the_storage_and_not_the_output_path(
     assert not (tmp_path / "imported" / "medhelm.duckdb").exists()
     with duckdb.connect(str(published), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM published_runs").fetchone()[0] > 0
+
+
+def test_resetting_a_setting_does_not_take_the_lakes_write_turn():
+    """RESET (the import's memory limit given back) is a setting, as SET: no write turn to wait for."""
+    from medhelm_core.lake_store import only_reads
+
+    assert only_reads("RESET memory_limit") and only_reads("SET memory_limit = '512MB'")
+    assert not only_reads("INSERT INTO completions SELECT 1")
+
+
+def test_the_journal_links_are_trusted_only_in_a_folder_no_one_else_can_write(tmp_path):
+    """What the links of the host's journal folder point to is replayed into the lake: a folder that
+    another user could write in (or that is not this user's) is not read."""
+    import os
+
+    from medhelm_core.lake_store import _private
+
+    os.chmod(tmp_path, 0o700)
+    folder = tmp_path / "lake"
+    folder.mkdir(mode=0o700)
+    assert _private(folder)
+    os.chmod(folder, 0o777)
+    assert not _private(folder)
+    os.chmod(folder, 0o700)
+    os.chmod(tmp_path, 0o777)
+    assert not _private(folder)
+    os.chmod(tmp_path, 0o700)
+    (tmp_path / "elsewhere").symlink_to(folder)
+    assert not _private(tmp_path / "elsewhere")

@@ -1,12 +1,14 @@
 """Import a published HELM `benchmark_output` (a release or a suite) into DuckDB, incrementally.
 
     listing  →  plan (manifest: unchanged objects are skipped)  →  concurrent fetch  →  ingest in
-    batches, one transaction each (data rows + manifest rows together)  →  finalize (runs/run_stats,
-    published leaderboard cells, problems)
+    batches (data rows + manifest rows together) in a transaction committed every 30 s (on a
+    DuckLake: after every batch)  →  the jury's annotation entries of the ingested request states
+    →  finalize (runs/run_stats, published leaderboard cells, problems)
 
-A batch either commits whole or not at all, and every object's rows are replaced (delete, then
-insert), so an import killed at any point resumes where the last committed batch ended and never
-duplicates a row.  A corrupt object is recorded in the manifest with its error (and not fetched
+A transaction commits whole or not at all, and every object's rows are replaced (delete, then
+insert), so an import killed at any point resumes where the last commit ended and never
+duplicates a row; runs whose request states committed without their annotation entries get them
+from the next import.  A corrupt object is recorded in the manifest with its error (and not fetched
 again until it changes); its run is left out, like a run directory without stats.json, and both
 are listed in `published_problems` and in the report.
 
@@ -577,7 +579,7 @@ class Importer:
             self._held = None
             try:
                 unbound_memory(conn)
-            except duckdb.Error:
+            except Exception:   # (a failed connection: the error that ended the import is the one to see)
                 pass
             finally:
                 cm.__exit__(None, None, None)
@@ -833,8 +835,9 @@ def _state_rows_sql(paths: list[str], gz: bool) -> str:
 # The entries of request states' annotations but the judge prompts (published_annotation_entries),
 # taken out once at import so that the analytics never parse the prompts again: each annotations
 # object parsed once as a map of maps (an annotator whose annotation is not an object has no
-# entries; HELM's None is NULL).  Taken a few runs at a time: over a whole suite, this two-level
-# unnest beside the prompts' long strings needs more memory than the import allows (DuckDB 2.0).
+# entries; HELM's None is NULL).  Taken a few runs at a time after the ingest on a DuckDB file, and
+# per batch from its scratch table on a DuckLake: over a whole suite, this two-level unnest beside
+# the prompts' long strings needs more memory than the import allows (DuckDB 2.0).
 ANNOTATION_ENTRIES_SQL = """
     INSERT INTO published_annotation_entries
     SELECT suite, run_name, position, instance_id, a.key, e.key, e.value

@@ -62,8 +62,13 @@ def memory_bound(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyCon
     bound_memory(conn)
     try:
         yield conn
-    finally:
-        unbound_memory(conn)
+    except BaseException:
+        try:
+            unbound_memory(conn)
+        except Exception:   # (the failure that got here is the one to report)
+            pass
+        raise
+    unbound_memory(conn)
 
 
 def ensure_published_tables(conn: duckdb.DuckDBPyConnection) -> None:
