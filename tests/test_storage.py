@@ -1,4 +1,5 @@
 """One storage setting (`--storage`, $MEDHELM_STORAGE) for every command: where the tables live."""
+import os
 import re
 import shutil
 from pathlib import Path
@@ -7,6 +8,7 @@ import duckdb
 import pytest
 
 from medhelm_core.errors import MedhelmError
+from medhelm_core.lake_store import _private, only_reads
 from medhelm_core.storage import ENV, resolve_storage
 from tests.oracle import PUBLIC
 
@@ -116,8 +118,6 @@ def test_run_summarize_serve_and_import_use_the_storage_and_not_the_output_path(
 
 def test_resetting_a_setting_does_not_take_the_lakes_write_turn():
     """RESET (the import's memory limit given back) is a setting, as SET: no write turn to wait for."""
-    from medhelm_core.lake_store import only_reads
-
     assert only_reads("RESET memory_limit") and only_reads("SET memory_limit = '512MB'")
     assert not only_reads("INSERT INTO completions SELECT 1")
 
