@@ -34,7 +34,7 @@ fi
 if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
   .venv/bin/python -m pip install --quiet "torch==2.13.0"
 fi
-.venv/bin/python -m pip install --quiet -e ".[dev,gated,dspy,local,summarization,postgres]" "transformers==5.20.2"
+.venv/bin/python -m pip install --quiet -e ".[dev,gated,dspy,local,summarization,postgres,vendors]" "transformers==5.20.2"
 # A test reference, never imported by the project: HELM 0.5.16's wheel, whose own SummaC code the
 # SummaC parity test runs beside ours (tests/helm_reference.py).
 if ! ls .cache/reference/crfm_helm-0.5.16-*.whl >/dev/null 2>&1; then

@@ -10,10 +10,15 @@ schedules retries, limits and costs around it) and `complete(request)` (the bloc
 """
 from __future__ import annotations
 
+import importlib
 import random
 import re
+import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+from medhelm_core.ratelimit import TRANSIENT
 
 MODEL_API_ATTRIBUTE = "__medhelm_model_api__"
 IN_PROCESS_ATTRIBUTE = "__medhelm_in_process__"
@@ -161,3 +166,54 @@ def redact(text: str, secret: str = "") -> str:
         text = text.replace(secret, "***")
     text = _BEARER.sub("Bearer ***", text)
     return _SECRET_LIKE.sub(lambda m: m.group(1) + "-***", text)
+
+
+def require_extra(module: str, extra: str, deployment_name: str, class_name: str) -> Any:
+    """Import a vendor SDK a client needs; without it, one line naming the pip extra (raised when the
+    client is built, i.e. by the run's checks, before any call)."""
+    from medhelm_core.errors import MedhelmError
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MedhelmError(f"deployment {deployment_name!r}: client class {class_name.rsplit('.', 1)[-1]} needs the "
+                           f"[{extra}] extra (Python package {module.split('.')[0]!r} is not installed): "
+                           f"pip install 'medhelm-build[{extra}]'") from None
+
+
+def endpoint_origin(url: str) -> str:
+    """scheme://host[:port] of a URL: where requests go, without path, user or key."""
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    return f"{parts.scheme}://{host if ':' not in host else f'[{host}]'}" + (f":{parts.port}" if parts.port else "")
+
+
+class BlockingClient:
+    """`complete()` for direct callers, over a client's `attempt()`: retry transient outcomes with
+    back-off (honouring the server's retry hint), raise `RequestFailed` on a fatal one. The engine
+    does not use it: it calls `attempt()` and schedules retries, limits and costs itself.
+
+    A client subclass offers `attempt(request) -> Attempt`, `redact(text)` and `endpoint` (the
+    scheme://host[:port] its requests go to: shown before private-tier text is sent, and checked by
+    `--offline`)."""
+
+    retry: RetryPolicy
+
+    def attempt(self, request: dict) -> Attempt:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def complete(self, request: dict, on_retry: Callable[[str], None] | None = None) -> dict:
+        retry = getattr(self, "retry", None) or RetryPolicy()
+        attempt = 0
+        while True:
+            attempt += 1
+            got = self.attempt(request)
+            if got.result is not None:
+                return {**got.result, "_attempts": attempt}
+            if got.kind not in TRANSIENT:
+                raise RequestFailed(got.message, attempts=attempt)
+            if attempt >= retry.max_attempts:
+                raise RequestFailed(f"{got.message} (after {attempt} attempts)", attempts=attempt)
+            if on_retry:
+                on_retry(got.message)
+            time.sleep(retry.delay(attempt, got.retry_after_s))

@@ -24,8 +24,8 @@ from typing import Any, Callable
 import httpx
 import openai
 
-from medhelm_core.clients.base import (Attempt, RequestFailed, RetryPolicy, headers_of, model_api, redact,
-                                       truncate_sequence)
+from medhelm_core.clients.base import (Attempt, BlockingClient, RequestFailed, RetryPolicy, endpoint_origin,
+                                       headers_of, model_api, redact, truncate_sequence)
 from medhelm_core.conf.deployments import resolve_api_key, resolve_base_url
 from medhelm_core.ratelimit import (CONNECTION, CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, RATE_LIMITED, SERVER_ERROR,
                                     TIMEOUT, TRANSIENT, rate_limit_headers, retry_after_seconds)
@@ -85,7 +85,7 @@ OUTPUT_PROCESSORS: dict[str, Callable[[str], str]] = {
 }
 
 
-class OpenAICompatibleClient:
+class OpenAICompatibleClient(BlockingClient):
     """One deployment's client. `api_key` is held only in memory and never logged."""
 
     def __init__(self, base_url: str | None, api_key: str, openai_model_name: str | None = None,
@@ -108,6 +108,10 @@ class OpenAICompatibleClient:
 
     def redact(self, text: str) -> str:
         return redact(text, self._secret)
+
+    @property
+    def endpoint(self) -> str:
+        return endpoint_origin(str(self._client.base_url))
 
     def raw_request(self, request: dict) -> dict[str, Any]:
         """The body of HELM's `chat.completions.create(**raw_request)`; ValueError where HELM raises."""

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from medhelm_core.clients import is_in_process, supported_client_classes
+from medhelm_core.clients.base import endpoint_origin
 from medhelm_core.clients.openai_compatible import VLLM_CHAT_CLIENT
 from medhelm_core.conf.deployments import BUILTIN_CONFIG_DIR, load_credentials, resolve_api_key, resolve_base_url
 from medhelm_core.errors import MedhelmError
@@ -166,10 +167,14 @@ def endpoint_of(ws: Workspace, name: str, credentials=None) -> str:
     dep = ws.deployment(name)
     if is_in_process(dep.client_spec.class_name):
         return IN_PROCESS
+    try:  # each client knows where it sends (a gateway's endpoint, Azure's, a vendor SDK's base URL, a region)
+        endpoint = getattr(ws.client(name), "endpoint", None)
+    except MedhelmError:
+        endpoint = None
+    if endpoint:
+        return endpoint
     url = resolve_base_url(dep, credentials if credentials is not None else load_credentials(ws.local_path))
-    parts = urlsplit(url or OPENAI_DEFAULT_BASE_URL)
-    host = parts.hostname or "?"
-    return f"{parts.scheme}://{host if ':' not in host else f'[{host}]'}" + (f":{parts.port}" if parts.port else "")
+    return endpoint_origin(url or OPENAI_DEFAULT_BASE_URL)
 
 
 def on_this_machine(endpoint: str) -> bool:
