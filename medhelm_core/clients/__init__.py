@@ -7,7 +7,10 @@ the marked factories: adding a provider is one new module, no edit here.
 
 * `openai_compatible.py`: HELM's OpenAIClient and the clients that speak its wire protocol;
 * `dspy_program.py`: HELM's DSPyClient (a DSPy program in front of an endpoint);
-* `huggingface_local.py`: HELM's HuggingFaceClient (a Hugging Face model in this process).
+* `huggingface_local.py`: HELM's HuggingFaceClient (a Hugging Face model in this process);
+* `bedrock.py`: HELM's Bedrock clients through boto3 (BedrockNovaClient: the Converse API, also Claude on
+  Bedrock by `bedrock_model_id`; BedrockLlamaClient, BedrockMistralClient, BedrockTitanClient,
+  BedrockPalmyraClient: InvokeModel).
 """
 from __future__ import annotations
 

@@ -217,3 +217,43 @@ class BlockingClient:
             if on_retry:
                 on_retry(got.message)
             time.sleep(retry.delay(attempt, got.retry_after_s))
+
+
+def _encode_truncated(tokenizer, text: str, max_length: int) -> list:
+    """HELM's `tokenize(encode=True, truncation=True, max_length=...)` for our tokenizers. HELM's
+    SimpleTokenizer (`simple/tokenizer1`) is no CachingTokenizer and ignores truncation: all ids."""
+    from medhelm_core.tokenizers import SimpleTokenizer
+
+    ids = list(tokenizer.encode(text))
+    if isinstance(tokenizer, SimpleTokenizer):
+        return ids
+    n = max(max_length, 0)
+    if getattr(getattr(tokenizer, "hf", None), "truncation_side", "right") == "left":
+        return ids[len(ids) - n:] if n else []
+    return ids[:n]
+
+
+def truncate_and_tokenize_response_text(text: str, request: dict, tokenizer, end_of_text_token: str | None = None,
+                                        original_finish_reason: str = "endoftext") -> dict:
+    """HELM's `truncate_and_tokenize_response_text` (the Bedrock clients): cut the text at the first
+    occurrence of each stop sequence in turn, then the end-of-text string (finish_reason "stop"); tokenize
+    with the deployment's tokenizer (logprob 0.0 per token); past `max_tokens` tokens, encode with
+    truncation, decode, tokenize again (finish_reason "length").
+
+    Quirk kept: with `simple/tokenizer1` truncation is ignored, so a longer text keeps all its
+    characters (one token each) but still gets finish_reason "length"."""
+    if request.get("echo_prompt"):
+        raise ValueError("truncate_and_tokenize_response_text() does not support requests with echo_prompt = True")
+    finish_reason = original_finish_reason
+    stops = list(request.get("stop_sequences") or []) + ([end_of_text_token] if end_of_text_token else [])
+    for stop in stops:
+        idx = text.find(stop)
+        if idx >= 0:
+            text, finish_reason = text[:idx], "stop"
+    tokens = tokenizer.tokenize(text)
+    if len(tokens) > request["max_tokens"]:
+        text = tokenizer.decode(_encode_truncated(tokenizer, text, request["max_tokens"]))
+        tokens = tokenizer.tokenize(text)
+        finish_reason = "length"
+    return {"text": text, "logprob": 0.0, "tokens": [{"text": t, "logprob": 0.0} for t in tokens],
+            "finish_reason": {"reason": finish_reason}}
