@@ -177,7 +177,7 @@ def require_extra(module: str, extra: str, deployment_name: str, class_name: str
         return importlib.import_module(module)
     except ImportError:
         raise MedhelmError(f"deployment {deployment_name!r}: client class {class_name.rsplit('.', 1)[-1]} needs the "
-                           f"[{extra}] extra (Python package {module.split('.')[0]!r} is not installed): "
+                           f"[{extra}] extra (Python module {module!r} is not installed): "
                            f"pip install 'medhelm-build[{extra}]'") from None
 
 
