@@ -17,8 +17,9 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 
 @contextlib.contextmanager
-def chromium():
-    """A headless Chromium WebDriver with a fresh profile; skips (fails under CI) without the browser."""
+def chromium(*extra_flags: str):
+    """A headless Chromium WebDriver with a fresh profile (and `extra_flags`); skips (fails under CI)
+    without the browser."""
     if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
         msg = f"needs {CHROMIUM} and {CHROMEDRIVER} (apt-get install chromium chromium-driver; .ci/run does)"
         if os.environ.get("CI"):
@@ -31,7 +32,7 @@ def chromium():
     profile = tempfile.mkdtemp(prefix="medhelm-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in FLAGS + [f"--user-data-dir={profile}"]:
+    for flag in [*FLAGS, *extra_flags, f"--user-data-dir={profile}"]:
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)

@@ -3,7 +3,8 @@
     data.py     read-only DuckDB access: leaderboard tables (helm-summarize's, via summarize/write.py),
                 run drill-down, reproduced-vs-published comparison, plot data, redaction
     app.py      the stdlib HTTP server: JSON under /api/, the page under /
-    export.py   a shareable static copy with private-tier text redacted
+    guard.py    which requests it answers: Host and Origin checks (DNS rebinding, cross-origin reads)
+    export.py   a shareable static copy with private-tier text redacted, written all or nothing
     cli.py      `medhelm-server [--suite S | --release R] …` and `medhelm-server export --out DIR`
     static/     the page (plain HTML/CSS/JS, no external resources)
 """

@@ -12,6 +12,11 @@
 
 Every answer is read from DuckDB read-only (see data.py). With `redact=True` the run endpoint
 serves what the static export writes: private-tier text replaced.
+
+Before anything else every request's `Host` and `Origin` are checked (guard.py: DNS rebinding and
+cross-origin reads); a refused one gets 403 with a one-line plain-text reason and no data. No answer
+carries an `Access-Control-Allow-*` header, and every answer says `Cross-Origin-Resource-Policy:
+same-origin`. Methods other than GET and HEAD get 405 (after the same checks).
 """
 from __future__ import annotations
 
@@ -19,14 +24,16 @@ import gzip
 import json
 import logging
 import signal
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 from urllib.parse import parse_qs, urlparse
 
 from medhelm_core.resources import SERVER_STATIC_DIR
 
 from .data import DataError, Reader, redact_run
+from .guard import HostGuard
 
 STATIC_DIR = SERVER_STATIC_DIR
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
@@ -61,13 +68,44 @@ def api_answer(reader: Reader, endpoint: str, params: dict[str, str], redact: bo
     raise KeyError(endpoint)
 
 
-def make_handler(reader: Reader, redact: bool = False) -> type[BaseHTTPRequestHandler]:
+def make_handler(reader: Reader, redact: bool = False, guard: HostGuard | None = None) -> type[BaseHTTPRequestHandler]:
+    guard = guard or HostGuard()
+
     class Handler(BaseHTTPRequestHandler):
         server_version = "medhelm-server"
         protocol_version = "HTTP/1.1"
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
             log.info("%s %s", self.address_string(), format % args)
+
+        def parse_request(self) -> bool:
+            """The stdlib's parsing, then the Host/Origin check: a refused request ends here, for every
+            method, before any handler runs."""
+            if not super().parse_request():
+                return False
+            try:
+                local = self.connection.getsockname()[0]
+            except OSError:
+                local = None
+            reason = guard.check(self.command, self.headers, self.headers.get_all("Host") or [], local)
+            if reason is None:
+                return True
+            shown = "".join(ch if " " <= ch <= "~" else "?" for ch in self.path[:200])
+            log.warning("medhelm-server: refused %s %s from %s: %s", self.command, shown, self.client_address[0], reason)
+            self.close_connection = True
+            try:
+                self._send(403, f"medhelm-server: refused: {reason}\n".encode("utf-8"), "text/plain; charset=utf-8",
+                           {"Connection": "close"})
+            except OSError:
+                pass
+            return False
+
+        def _not_allowed(self) -> None:
+            self.close_connection = True
+            self._send(405, f"medhelm-server: {self.command} is not supported (GET only)\n".encode("utf-8"),
+                       "text/plain; charset=utf-8", {"Allow": "GET, HEAD", "Connection": "close"})
+
+        do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _not_allowed  # noqa: N815
 
         def _send(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
             if len(body) > 2048 and "gzip" in (self.headers.get("Accept-Encoding") or ""):
@@ -79,6 +117,7 @@ def make_handler(reader: Reader, redact: bool = False) -> type[BaseHTTPRequestHa
             self.send_header("Cache-Control", "no-store")
             self.send_header("Content-Security-Policy", CSP)
             self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("Cross-Origin-Resource-Policy", "same-origin")
             for k, v in (extra or {}).items():
                 self.send_header(k, v)
             self.end_headers()
@@ -129,25 +168,34 @@ def make_handler(reader: Reader, redact: bool = False) -> type[BaseHTTPRequestHa
     return Handler
 
 
-def make_server(reader: Reader, host: str = "127.0.0.1", port: int = 8000, redact: bool = False) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer((host, port), make_handler(reader, redact))
+def make_server(reader: Reader, host: str = "127.0.0.1", port: int = 8000, redact: bool = False,
+                allowed_hosts: Iterable[str] = ()) -> ThreadingHTTPServer:
+    """The server; requests are answered only for loopback names, `host` and `allowed_hosts` (guard.py)."""
+    guard = HostGuard(host, allowed_hosts)
+    server_class = _IPv6Server if ":" in host else ThreadingHTTPServer
+    server = server_class((host, port), make_handler(reader, redact, guard))
     server.daemon_threads = True
     return server
 
 
-def serve_in_thread(reader: Reader, host: str = "127.0.0.1", port: int = 0,
-                    redact: bool = False) -> tuple[ThreadingHTTPServer, threading.Thread]:
+class _IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+def serve_in_thread(reader: Reader, host: str = "127.0.0.1", port: int = 0, redact: bool = False,
+                    allowed_hosts: Iterable[str] = ()) -> tuple[ThreadingHTTPServer, threading.Thread]:
     """Start a server on a background thread (tests, notebooks); `server.shutdown()` stops it."""
-    server = make_server(reader, host, port, redact)
+    server = make_server(reader, host, port, redact, allowed_hosts)
     thread = threading.Thread(target=server.serve_forever, name="medhelm-server", daemon=True)
     thread.start()
     return server, thread
 
 
 def run_forever(reader: Reader, host: str, port: int, redact: bool = False,
-                announce: Callable[[str], None] = print) -> None:
-    server = make_server(reader, host, port, redact)
-    announce(f"medhelm-server: {reader.where} -> http://{host}:{server.server_address[1]}/  (Ctrl-C to stop)")
+                announce: Callable[[str], None] = print, allowed_hosts: Iterable[str] = ()) -> None:
+    server = make_server(reader, host, port, redact, allowed_hosts)
+    shown = f"[{host}]" if ":" in host else host
+    announce(f"medhelm-server: {reader.where} -> http://{shown}:{server.server_address[1]}/  (Ctrl-C to stop)")
     # SIGTERM stops it as Ctrl-C does, even where it was inherited as ignored (a background job of a
     # script, PID 1 of a container).
     if threading.current_thread() is threading.main_thread():

@@ -1,0 +1,43 @@
+"""The example suite, built once for every test of the page (test_server.py, test_hostile_page.py)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def example(tmp_path_factory):
+    """The example suite run and summarized (auto schema) -> (output path, prod_env)."""
+    from assets.cli import run_main, summarize_main
+    from medhelm_core import demo_server
+
+    tmp = tmp_path_factory.mktemp("server_example")
+    server = demo_server.serve(0)
+    old_cwd, old_home = os.getcwd(), os.environ.get("DAGSTER_HOME")
+    try:
+        port = server.server_address[1]
+        prod_env = tmp / "prod_env"
+        shutil.copytree(ROOT / "examples" / "prod_env", prod_env)
+        deployments = prod_env / "model_deployments.yaml"
+        deployments.write_text(re.sub(r"127\.0\.0\.1:\d+", f"127.0.0.1:{port}", deployments.read_text()))
+        os.chdir(ROOT)
+        os.environ["DAGSTER_HOME"] = str(tmp / "dagster_home")
+        out = tmp / "out"
+        assert run_main(["--conf-paths", "conf/example.conf", "--suite", "example", "--max-eval-instances", "10",
+                         "--local-path", str(prod_env), "--output-path", str(out)]) == 0
+        assert summarize_main(["--suite", "example", "--output-path", str(out), "--local-path", str(prod_env),
+                               "--auto-generate-schema"]) == 0
+        yield out, prod_env
+    finally:
+        server.shutdown()
+        os.chdir(old_cwd)
+        if old_home is None:
+            os.environ.pop("DAGSTER_HOME", None)
+        else:
+            os.environ["DAGSTER_HOME"] = old_home
