@@ -6,11 +6,20 @@ entry-point group. `client_for_deployment` looks the deployment's `client_spec.c
 the marked factories: adding a provider is one new module, no edit here.
 
 * `openai_compatible.py`: HELM's OpenAIClient and the clients that speak its wire protocol;
+* `azure_openai.py`: HELM's AzureOpenAIClient and the Stanford Health Care gateway's Azure OpenAI
+  clients (StanfordHealthCareAzureOpenAIClient, StanfordHealthCareSHCOpenAIClient);
+* `stanford_gateway.py`: the gateway's StanfordHealthCareOpenAIClient (OpenAI chat at a gateway path),
+  StanfordHealthCareClaudeClient and StanfordHealthCareGoogleClient (plain HTTP);
+* `openai_responses.py`: HELM's OpenAIResponseClient (the OpenAI Responses API);
 * `dspy_program.py`: HELM's DSPyClient (a DSPy program in front of an endpoint);
 * `huggingface_local.py`: HELM's HuggingFaceClient (a Hugging Face model in this process);
 * `bedrock.py`: HELM's Bedrock clients through boto3 (BedrockNovaClient: the Converse API, also Claude on
   Bedrock by `bedrock_model_id`; BedrockLlamaClient, BedrockMistralClient, BedrockTitanClient,
   BedrockPalmyraClient: InvokeModel).
+* `anthropic_messages.py`: HELM's AnthropicMessagesClient (the Messages API through the `anthropic` SDK);
+* `together.py`: HELM's legacy TogetherClient (Together's `/api/inference`, plain HTTP);
+* `google_genai.py`: HELM's GoogleGenAIClient (Gemini API or Vertex AI through the `google-genai` SDK);
+* `vertexai.py`: HELM's VertexAIChatClient (Vertex AI's generateContent over REST with google-auth).
 """
 from __future__ import annotations
 

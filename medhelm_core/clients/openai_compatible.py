@@ -16,9 +16,11 @@ completion. `complete()` is the simple blocking loop (retry with back-off honour
 """
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import httpx
@@ -88,13 +90,22 @@ OUTPUT_PROCESSORS: dict[str, Callable[[str], str]] = {
 class OpenAICompatibleClient(BlockingClient):
     """One deployment's client. `api_key` is held only in memory and never logged."""
 
+    # An edition's client (`apply_edition_switches`): more API errors that end as a non-fatal result,
+    # and body fields its requests add (a subclass that sends them puts them where HELM's does).
+    edition_non_fatal_errors: dict[str, str] = {}
+    edition_request_fields: dict[str, Any] = {}
+
     def __init__(self, base_url: str | None, api_key: str, openai_model_name: str | None = None,
                  output_processor: str | None = None, timeout_s: float = 600.0,
-                 retry: RetryPolicy | None = None, max_concurrency: int | None = None, http_client=None):
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s,
-                                     http_client=http_client)
+                 retry: RetryPolicy | None = None, max_concurrency: int | None = None, http_client=None,
+                 vision_language_models: frozenset[str] | None = None, sdk_client: openai.OpenAI | None = None):
+        # `sdk_client`: an SDK client built by a subclass (Azure's URL and `api-key`, a gateway's headers).
+        self._client = sdk_client or openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0,
+                                                   timeout=timeout_s, http_client=http_client)
         self._secret = api_key or ""
         self.openai_model_name = openai_model_name
+        # HELM's `is_vlm(request.model)`: these models get no `"stop": null`.
+        self.vision_language_models = vision_language_models or frozenset()
         self.output_processor = OUTPUT_PROCESSORS.get(output_processor) if output_processor else None
         if output_processor and self.output_processor is None:
             raise ValueError(f"unknown output_processor {output_processor!r}")
@@ -134,6 +145,12 @@ class OpenAICompatibleClient(BlockingClient):
                 raw.pop("stop")
             for key in ("temperature", "top_p", "frequency_penalty", "presence_penalty"):
                 raw.pop(key, None)
+        elif request["model"] in self.vision_language_models and raw["stop"] is None:
+            raw.pop("stop")
+        if engine.startswith(("gpt-4o-audio-preview", "gpt-4o-mini-audio-preview")):
+            raw["modalities"] = ["text"]
+            if raw.get("stop", "absent") is None:
+                raw.pop("stop")
         return raw
 
     def attempt(self, request: dict, raw: dict[str, Any] | None = None) -> Attempt:
@@ -244,10 +261,20 @@ class OpenAICompatibleClient(BlockingClient):
                      "finish_reason": {"reason": CONTENT_POLICY_VIOLATED_FINISH_REASON}}
             return {"success": True, "embedding": [], "completions": [empty], "cached": False,
                     "request_time": 0}
-        for needle, error in _NON_FATAL_ERRORS.items():
+        for needle, error in (*_NON_FATAL_ERRORS.items(), *self.edition_non_fatal_errors.items()):
             if needle in full:
                 return _non_fatal(error, attempt)
         return None
+
+
+def apply_edition_switches(client: OpenAICompatibleClient, switches=None) -> OpenAICompatibleClient:
+    """`client` as an edition's client of its class (`editions.ClientSwitches`; None: the default
+    edition's): its extra non-fatal API errors and request body fields. Factories of subclasses call it
+    with their `edition_switches` argument."""
+    if switches is not None:
+        client.edition_non_fatal_errors = dict(switches.non_fatal_errors)
+        client.edition_request_fields = dict(switches.request_fields)
+    return client
 
 
 def _non_fatal(error: str, attempt: int) -> dict:
@@ -263,25 +290,52 @@ OPENAI_COMPATIBLE_CLIENTS = {
     "helm.clients.openai_client.OpenAILegacyCompletionsClient",
     VLLM_CHAT_CLIENT,
     "helm.clients.together_client.TogetherChatClient",
-    "helm.clients.stanfordhealthcare_openai_client.StanfordHealthCareOpenAIClient",
 }
+TOGETHER_CHAT_CLIENT = "helm.clients.together_client.TogetherChatClient"
+# Where HELM's TogetherChatClient sends (the `together` SDK's default base URL) when no base_url is given.
+TOGETHER_BASE_URL = "https://api.together.xyz/v1"
+
+
+@functools.lru_cache(maxsize=16)
+def _vision_language_models_of(local_path: str | None) -> frozenset[str]:
+    from medhelm_core.conf.deployments import load_model_registry
+    from medhelm_core.conf.expand import VISION_LANGUAGE_MODEL_TAG
+
+    return frozenset(load_model_registry(local_path).model_names_with_tag(VISION_LANGUAGE_MODEL_TAG))
+
+
+def vision_language_models(deployment) -> frozenset[str]:
+    """The model names HELM's `is_vlm` is true for, in the registry the deployment was read into
+    (built-in metadata, plus the `model_metadata.yaml` beside the deployment's own file)."""
+    from medhelm_core.conf.deployments import BUILTIN_CONFIG_DIR
+
+    source = Path(deployment.source).parent if deployment.source else None
+    local = str(source) if source is not None and source != Path(BUILTIN_CONFIG_DIR) else None
+    return _vision_language_models_of(local)
 
 
 @model_api(*sorted(OPENAI_COMPATIBLE_CLIENTS))
 def openai_compatible_client(deployment, credentials, max_concurrency: int | None = None,
-                             timeout_s: float = 600.0) -> OpenAICompatibleClient:
+                             timeout_s: float = 600.0, edition_switches=None) -> OpenAICompatibleClient:
     """The client of an OpenAI-compatible deployment (base URL and key from the deployment, credentials or env)."""
     args = deployment.client_spec.args
     if deployment.client_spec.class_name == VLLM_CHAT_CLIENT:
         # HELM's VLLMChatClient: api_key "EMPTY" (a vLLM server wants none), vllm_model_name as the model.
         key, model_name = "EMPTY", args.get("vllm_model_name")
+    elif deployment.client_spec.class_name == TOGETHER_CHAT_CLIENT:
+        # HELM's TogetherChatClient: Together's API (key: togetherApiKey or $TOGETHER_API_KEY), together_model.
+        key, model_name = resolve_api_key(deployment, credentials).get_secret_value(), args.get("together_model")
     else:
         key, model_name = resolve_api_key(deployment, credentials).get_secret_value(), args.get("openai_model_name")
-    return OpenAICompatibleClient(
-        base_url=resolve_base_url(deployment, credentials),
+    base_url = resolve_base_url(deployment, credentials)
+    if base_url is None and deployment.client_spec.class_name == TOGETHER_CHAT_CLIENT:
+        base_url = TOGETHER_BASE_URL
+    return apply_edition_switches(OpenAICompatibleClient(
+        base_url=base_url,
         api_key=key,
         openai_model_name=model_name,
         output_processor=args.get("output_processor"),
         max_concurrency=max_concurrency,
         timeout_s=timeout_s,
-    )
+        vision_language_models=vision_language_models(deployment),
+    ), edition_switches)

@@ -250,7 +250,9 @@ def test_estimate_marks_tokenizers_it_cannot_load_as_approximate(offline, mirror
     approx_rows = [r for r in est.rows if r.approximate]
     assert approx_rows and all(r.deployment == "stanfordhealthcare/claude-3-7-sonnet-20250219" for r in approx_rows)
     text = format_estimate(est)
-    assert "~ approximate: medhelm has no tokenizer anthropic/claude" in text and "4 characters a token" in text
+    notice = next(line for line in text.splitlines() if line.startswith("~ approximate:"))
+    assert "4 characters a token" in notice and "anthropic/claude (Xenova/claude-tokenizer, tokenizer_name of " \
+        "stanfordhealthcare/claude-3-7-sonnet-20250219)" in notice and "cannot be reached" in notice, notice
     claude_rows = [line for line in text.splitlines() if line.startswith("stanfordhealthcare/claude-3-7")]
     assert claude_rows and all("~" in line for line in claude_rows)
     gpt_rows = [line for line in text.splitlines() if line.startswith("stanfordhealthcare/gpt-4o-2024")]
@@ -306,15 +308,16 @@ def test_unreachable_judges_stop_before_any_model_call(offline, mirror, mock_ser
     assert mock_server.stats()["total_requests"] == 0
     _nothing_written(tmp_path / "out", tmp_path / "dh")
 
-    # A key alone does not help: the built-in judge's client calls Stanford's gateway.
+    # A key alone does not help: the built-in judge's client calls Stanford's gateway, at stanfordhealthcareEndpoint.
     (local / "credentials.conf").write_text('stanfordhealthcareApiKey: "sk-test-not-secret"\n')
+    monkeypatch.delenv("AZURE_OPENAI_ENDPOINT", raising=False)
     code = run_main(["--conf-paths", str(PUBLIC_CONF), "--suite", "s", "--max-eval-instances", "10",
                      "--models-to-run", MODEL, "--local-path", str(local), "--output-path", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err, err
     assert "judge deployment stanfordhealthcare/gpt-4o-2024-05-13 (jury of " in err
-    assert "StanfordHealthCareAzureOpenAIClient, which medhelm cannot call" in err
-    assert f"map the judge in {local}/model_deployments.yaml" in err and "sk-test" not in err
+    assert f"has no endpoint it can call: set stanfordhealthcareEndpoint in {local}/credentials.conf" in err
+    assert f"in {local}/model_deployments.yaml" in err and "sk-test" not in err
     assert mock_server.stats()["total_requests"] == 0
     _nothing_written(tmp_path / "out", tmp_path / "dh")
 
