@@ -38,6 +38,12 @@ class RunSelection(BaseModel):
                                "(auto: as HELM writes it on this machine, cuda when torch sees a GPU, else cpu); "
                                "cuda on a CPU machine also computes BERTScore and SummaC, as a GPU machine's run "
                                "does (needs the [summarization] extra); run names stay HELM's")
+    judges: str = Field(default="stanford", description="the LLM jury of the jury benchmarks: stanford (HELM's "
+                        "default: Stanford Health Care's gateway), public (the same gpt-4o, llama-3.3-70b and "
+                        "claude-3-7-sonnet through OpenAI, Together AI and Anthropic, keys from $OPENAI_API_KEY, "
+                        "$TOGETHER_API_KEY, $ANTHROPIC_API_KEY), public:gpt,claude (only those judges), or a "
+                        "judges.yaml file; it replaces the default judges only: an entry's own "
+                        "jury_config_path wins. Run names stay HELM's")
 
 
 class SummarizeSelection(BaseModel):

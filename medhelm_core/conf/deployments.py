@@ -36,7 +36,11 @@ name>"]`; otherwise HELM passes None and the OpenAI SDK falls back to `$OPENAI_A
 We add one fallback of our own before that: `$MEDHELM_API_KEY_<ORG>` (ORG = host organization,
 upper-cased, non-alphanumerics -> "_"), and apply `$OPENAI_API_KEY` only to OpenAI clients that
 talk to OpenAI itself (no base_url, api.openai.com, or loopback), never to another vendor's
-OpenAI-compatible endpoint.
+OpenAI-compatible endpoint. The same rule gives the other vendors' usual variables
+(`VENDOR_KEY_ENV`: together -> `$TOGETHER_API_KEY`, anthropic -> `$ANTHROPIC_API_KEY`, google/gemini
+-> `$GOOGLE_API_KEY`, `$GEMINI_API_KEY`) to a deployment of that host organization only when its
+requests go to that vendor's own API (its own client with no base URL, the vendor's host, or
+loopback); the vendors' SDKs, which HELM's clients leave the key to, read the same variables.
 Secrets are pydantic `SecretStr` everywhere; no repr, str or error message contains one.
 """
 from __future__ import annotations
@@ -419,6 +423,64 @@ def _takes_openai_key(deployment: Deployment, credentials: "Credentials") -> boo
     return url is None or (urlparse(url).hostname or "") in _OPENAI_KEY_HOSTS
 
 
+class VendorKey(BaseModel):
+    """A vendor's usual API-key variables (first set wins), the hosts of its own API, and the words
+    of its own client classes (which send to that API when the deployment gives no base URL)."""
+    model_config = ConfigDict(frozen=True)
+    vendor: str
+    env: tuple[str, ...]
+    hosts: frozenset[str]
+    client_words: tuple[str, ...]
+
+
+_GOOGLE_KEY = VendorKey(vendor="Google (Gemini API)", env=("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+                        hosts=frozenset({"generativelanguage.googleapis.com"}), client_words=("google", "gemini"))
+# host organization -> the vendor's usual key variables ($OPENAI_API_KEY: `_takes_openai_key`).
+VENDOR_KEY_ENV: dict[str, VendorKey] = {
+    "together": VendorKey(vendor="Together AI", env=("TOGETHER_API_KEY",),
+                          hosts=frozenset({"api.together.xyz", "api.together.ai"}), client_words=("together",)),
+    "anthropic": VendorKey(vendor="Anthropic", env=("ANTHROPIC_API_KEY",), hosts=frozenset({"api.anthropic.com"}),
+                           client_words=("anthropic",)),
+    "google": _GOOGLE_KEY,
+    "gemini": _GOOGLE_KEY,
+}
+_LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
+# Google's SDK settings that send a GoogleGenAIClient to Vertex AI (keys there are not Gemini API keys).
+_VERTEX_ENV = ("GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE")
+
+
+def _on_vertex(deployment: Deployment, credentials: "Credentials", env: Mapping[str, str]) -> bool:
+    org = deployment.host_organization
+    flag = str(deployment.client_spec.args.get("genai_use_vertexai", "")).strip().lower()
+    return ("vertex" in deployment.client_spec.class_name.lower() or flag in ("1", "true", "yes", "on")
+            or credentials.get(f"{org}ProjectId") is not None or credentials.get(f"{org}Location") is not None
+            or any(env.get(name, "").strip().lower() in ("1", "true", "yes", "on") for name in _VERTEX_ENV))
+
+
+def vendor_key_env(deployment: Deployment, credentials: "Credentials",
+                   env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The vendor's usual key variables this deployment may take (empty when its requests do not go to
+    that vendor's own API): `$OPENAI_API_KEY` for OpenAI itself, `VENDOR_KEY_ENV` for the others."""
+    env = os.environ if env is None else env
+    if _takes_openai_key(deployment, credentials):
+        return (OPENAI_API_KEY_ENV,)
+    spec = VENDOR_KEY_ENV.get(deployment.host_organization)
+    if spec is None:
+        return ()
+    from urllib.parse import urlparse
+
+    url = resolve_base_url(deployment, credentials)
+    short = deployment.client_spec.class_name.rsplit(".", 1)[-1].lower()
+    if url is None:
+        ours = any(word in short for word in spec.client_words)
+    else:
+        host = urlparse(url).hostname or ""
+        ours = host in spec.hosts or host in _LOOPBACK_HOSTS
+    if not ours or (spec is _GOOGLE_KEY and _on_vertex(deployment, credentials, env)):
+        return ()
+    return spec.env
+
+
 def resolve_api_key(deployment: Deployment, credentials: Credentials,
                     env: Mapping[str, str] | None = None) -> SecretStr:
     """The API key a HELM client of `deployment` would get (see module doc for the order)."""
@@ -436,15 +498,16 @@ def resolve_api_key(deployment: Deployment, credentials: Credentials,
     env_name = api_key_env_var(org)
     if env.get(env_name):
         return SecretStr(env[env_name])
-    if _takes_openai_key(deployment, credentials) and env.get(OPENAI_API_KEY_ENV):
-        return SecretStr(env[OPENAI_API_KEY_ENV])
+    vendor_env = vendor_key_env(deployment, credentials, env)
+    for name in vendor_env:
+        if env.get(name):
+            return SecretStr(env[name])
     where = [
         f"client_spec.args.api_key of the deployment ({deployment.source or 'model_deployments.yaml'})",
         f"'{org}ApiKey' and deployments.\"{deployment.name}\" in {credentials.source}",
         f"${env_name}",
     ]
-    if _takes_openai_key(deployment, credentials):
-        where.append(f"${OPENAI_API_KEY_ENV}")
+    where += [f"${name}" for name in vendor_env]
     raise MedhelmError(f"no API key for model deployment {deployment.name!r}: looked in " + ", ".join(where))
 
 

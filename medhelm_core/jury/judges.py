@@ -13,11 +13,19 @@ package data, which the checkout's `conf/judges.yaml` links to); a given path is
 (relative paths resolve against the current working directory). The result maps judge name ->
 `{"model_name": ..., "model_deployment": ...}` (HELM's AnnotatorModelInfo) in file order; a repeated
 name keeps its first position and takes the last entry's models (dict-comprehension semantics).
+
+`medhelm-run --judges` replaces the DEFAULT only (`default_judges`, set around the expansion of a
+selection): an entry without `jury_config_path` reads the chosen file (keeping only the chosen judges
+of a preset, e.g. `public:gpt,claude`); an entry's own `jury_config_path` still wins. The run spec
+records the judges' `annotator_models`, as HELM's run with that judges file would; no run name
+changes (HELM's jury run names do not carry the jury).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping, NamedTuple, Optional
 
 import yaml
 
@@ -27,17 +35,45 @@ from medhelm_core.resources import DEFAULT_JUDGES_CONFIG
 from medhelm_core.yamlio import safe_load
 
 
+class DefaultJudges(NamedTuple):
+    """What an entry without `jury_config_path` reads: `path`, keeping only `names` (all when None);
+    `label` names the choice in messages (e.g. `--judges public:gpt`)."""
+    path: str
+    names: Optional[tuple[str, ...]] = None
+    label: str = "default judges config"
+
+
+_DEFAULT_JUDGES: contextvars.ContextVar[Optional[DefaultJudges]] = contextvars.ContextVar(
+    "medhelm_default_judges", default=None)
+
+
+@contextlib.contextmanager
+def default_judges(choice: Optional[DefaultJudges]) -> Iterator[None]:
+    """Within the block, entries without `jury_config_path` use `choice` (None: the bundled default)."""
+    token = _DEFAULT_JUDGES.set(choice)
+    try:
+        yield
+    finally:
+        _DEFAULT_JUDGES.reset(token)
+
+
+def current_default_judges() -> DefaultJudges:
+    return _DEFAULT_JUDGES.get() or DefaultJudges(str(DEFAULT_JUDGES_CONFIG))
+
+
 def judges_config_path(jury_config_path: str | None) -> str:
-    """The file HELM would read for this `jury_config_path` run-entry arg."""
-    return str(DEFAULT_JUDGES_CONFIG) if jury_config_path is None else jury_config_path
+    """The file HELM would read for this `jury_config_path` run-entry arg (with no arg: the bundled
+    default, or the file `--judges` chose)."""
+    return current_default_judges().path if jury_config_path is None else jury_config_path
 
 
 def _prefix(entry: str | None, explicit: bool) -> str:
     if entry and explicit:
         return f"{entry}: jury_config_path "
+    label = current_default_judges().label
     if entry:
-        return f"{entry}: default judges config "
-    return "judges config "
+        return f"{entry}: {label} "
+    return f"{label} " if _DEFAULT_JUDGES.get() is not None else "judges config "
 
 
 def load_judges_config(jury_config_path: str | None = None, *, entry: str | None = None) -> dict[str, Any]:
@@ -68,6 +104,13 @@ def load_judges_config(jury_config_path: str | None = None, *, entry: str | None
                 raise MedhelmError(f"{pre}file malformed: {path}: judges[{i}] lacks {key!r}")
             if not isinstance(judge[key], str) or not judge[key]:
                 raise MedhelmError(f"{pre}file malformed: {path}: judges[{i}].{key} must be a non-empty string")
+    names = current_default_judges().names if jury_config_path is None else None
+    if names is not None:
+        known = [j["name"] for j in config["judges"]]
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise MedhelmError(f"{pre}has no judge {unknown[0]!r} in {path} (its judges: {', '.join(known)})")
+        config = {**config, "judges": [j for j in config["judges"] if j["name"] in names]}
     return config
 
 

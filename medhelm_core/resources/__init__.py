@@ -9,7 +9,8 @@ checkout), kept in this folder:
 * `schema/schema_medhelm.yaml`: the MedHELM presentation schema, medhelm-summarize's default;
 * `conf/`: the project's built-in settings layers: `deployments.yaml` (rate limits, retries,
   prices; `<local-path>/medhelm_deployments.yaml` overrides it), `judges.yaml` (the default LLM
-  jury) and `model_metadata.yaml` (model metadata as helm-summarize reads it).
+  jury), `judges_public.yaml` (the same judges through the vendors' APIs, `--judges public`) and
+  `model_metadata.yaml` (model metadata as helm-summarize reads it).
 
 In a checkout the repository root's `sql/`, `schema/` and `conf/{deployments,judges,
 model_metadata}.yaml` are symlinks to these, so the paths the README gives keep working. The
@@ -30,6 +31,7 @@ DEFAULT_SCHEMA_PATH = SCHEMA_DIR / "schema_medhelm.yaml"
 CONF_DIR = RESOURCES_DIR / "conf"
 DEFAULT_DEPLOYMENTS_SETTINGS_PATH = CONF_DIR / "deployments.yaml"
 DEFAULT_JUDGES_CONFIG = CONF_DIR / "judges.yaml"
+PUBLIC_JUDGES_CONFIG = CONF_DIR / "judges_public.yaml"  # `--judges public`: the same judges, vendors' APIs
 DEFAULT_MODEL_METADATA_PATH = CONF_DIR / "model_metadata.yaml"
 
 DDL_DIR = SQL_DIR / "ddl"

@@ -9,6 +9,8 @@ from medhelm_core.catalog import Catalog
 from medhelm_core.conf.expand import expand_confs
 from medhelm_core.editions import DEFAULT_EDITION
 from medhelm_core.errors import MedhelmError
+from medhelm_core.jury.presets import using_judges
+from medhelm_core.options import check_run_selection
 from medhelm_core.run.grid import Cell, cell_of, check_cells_unique
 from medhelm_core.run.workspace import RunRef, Workspace
 from medhelm_core.runspecs.metric_bundles import with_metric_device
@@ -19,13 +21,15 @@ from medhelm_core.store import upsert
 def expand_selection(ws: Workspace, selection: RunSelection) -> list[tuple[Any, dict]]:
     """(run entry, run spec) pairs of a selection: its confs expanded as helm-run does, with the
     workspace's deployments and benchmark catalog."""
+    check_run_selection(selection)
     if not selection.conf_paths and not selection.run_entries:
         raise MedhelmError("nothing to run: give --conf-paths FILE ... and/or --run-entries DESCRIPTION ...")
-    entries = expand_confs(selection.conf_paths, run_entries=selection.run_entries or (),
-                           max_eval_instances=selection.max_eval_instances,
-                           num_train_trials=selection.num_train_trials, priority=selection.priority,
-                           models_to_run=selection.models_to_run, local_path=ws.local_path,
-                           run_spec_functions=ws.catalog.run_spec_functions)
+    with using_judges(getattr(selection, "judges", None)):  # --judges: the default judges file
+        entries = expand_confs(selection.conf_paths, run_entries=selection.run_entries or (),
+                               max_eval_instances=selection.max_eval_instances,
+                               num_train_trials=selection.num_train_trials, priority=selection.priority,
+                               models_to_run=selection.models_to_run, local_path=ws.local_path,
+                               run_spec_functions=ws.catalog.run_spec_functions)
     return [(entry, with_metric_device(spec, selection.metric_device)) for entry, spec in entries]
 
 

@@ -15,7 +15,6 @@ from medhelm_core import adapt, jury
 from medhelm_core.run.workspace import in_data_scope
 from medhelm_core.run.datasets import scenario_key
 from medhelm_core.run.requests import prompt_fitter
-from medhelm_core.store import request_key
 from medhelm_core.tokenizers import is_approximate
 
 
@@ -38,6 +37,8 @@ class Estimate:
     unpriced: set[str] = field(default_factory=set)
     # deployment -> its tokenizer_name, for deployments whose tokenizer this project cannot load
     approximated: dict[str, str | None] = field(default_factory=dict)
+    # tokenizer_name -> the ApproximateTokenizer standing in for it (what is missing, said once)
+    approximation_reasons: dict[str | None, Any] = field(default_factory=dict)
 
     @property
     def total_usd(self) -> float:
@@ -83,6 +84,7 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
             counters[deployment] = tokenizer.count
             if is_approximate(tokenizer):
                 est.approximated[deployment] = tokenizer.name
+                est.approximation_reasons.setdefault(tokenizer.name, tokenizer)
         return counters[deployment](text)
 
     def approximate(deployment: str) -> bool:
@@ -105,7 +107,7 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
                                                   adapter.get("eval_splits"))
         dep = adapter["model_deployment"]
         states = adapt.build_request_states(adapter, sampled, prompt_fitter(ws, dep, approximate=True))
-        keys = [request_key(st["request"]["model_deployment"], st["request"]) for st in states]
+        keys = [ws.request_key(st["request"]["model_deployment"], st["request"]) for st in states]
         stored = _stored_results(ws, keys, {k: st["request"] for st, k in zip(states, keys)})
         row = EstimateRow(spec["name"], "model", dep)
         for st, k in zip(states, keys):
@@ -143,7 +145,7 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
                         tokens = count(jdep, call.prompt)
                         if placeholder:
                             tokens += st["request"]["max_tokens"] - count(jdep, "x")
-                        judge_jobs.append((jdep, "" if placeholder else request_key(jdep, req), tokens,
+                        judge_jobs.append((jdep, "" if placeholder else ws.request_key(jdep, req), tokens,
                                            req["max_tokens"]))
         judge_stored = _stored_results(ws, [k for _, k, _, _ in judge_jobs if k])
         for jdep, k, tokens, out_tokens in judge_jobs:
@@ -188,6 +190,48 @@ def _tokens(value: int, approximate: bool = False) -> str:
     return ("~" if approximate else "") + f"{value:,}"
 
 
+def approximation_notice(est: Estimate) -> str:
+    """One line: which tokenizers could not be loaded here, what is missing, and how their prompts
+    were counted. Hugging Face files missing for one cause (no hub, downloads off) share one clause."""
+    by_cause: dict[str, list[str]] = {}
+    for name in sorted(est.approximation_reasons, key=str):
+        tokenizer = est.approximation_reasons[name]
+        deployments = ", ".join(sorted(d for d, t in est.approximated.items() if t == name))
+        cause, missing = getattr(tokenizer, "cause", None), getattr(tokenizer, "missing", None)
+        if cause and missing:
+            files = f"{missing}, " if missing != name else ""
+            by_cause.setdefault(f"their Hugging Face files are {cause}", []).append(
+                f"{name} ({files}tokenizer_name of {deployments})")
+        else:
+            reason = getattr(tokenizer, "reason", None) or f"medhelm has no tokenizer {name}"
+            prefix = f"tokenizer {name}: "  # TokenizerNotHere's own prefix, said already
+            by_cause.setdefault(reason[len(prefix):] if reason.startswith(prefix) else reason, []).append(
+                f"{name} (tokenizer_name of {deployments})")
+    parts = [", ".join(names) + ": " + cause for cause, names in by_cause.items()]
+    return ("~ approximate: prompts counted as 4 characters a token for tokenizers that cannot be loaded here: "
+            + "; ".join(parts) + ". For the real counts, put their files in the Hugging Face cache (HF_HOME), or set "
+            "tokenizer_name in <local-path>/model_deployments.yaml to one medhelm can load (e.g. openai/o200k_base)")
+
+
+def judges_share(est: Estimate) -> str | None:
+    """One line: what the LLM jury's calls cost of the total (often nearly all of it), and how to
+    judge with fewer (`--judges`); None when no run has a judge call to make."""
+    judge_rows = [r for r in est.rows if r.kind == "judge"]
+    if not any(r.calls for r in judge_rows):
+        return None
+    approx = any(r.approximate for r in judge_rows)
+    usd = sum(r.usd or 0.0 for r in judge_rows)
+    total = est.total_usd
+    tilde = "~" if approx or any(r.approximate for r in est.rows) else ""
+    pct = f" ({100 * usd / total:.1f}%)" if total > 0 else ""
+    judges = len({r.deployment for r in judge_rows if r.calls})
+    calls = sum(r.calls for r in judge_rows)
+    return (f"Judges' share: {'~' if approx else ''}${usd:,.4f} of {tilde}${total:,.4f}{pct}, {calls:,} of "
+            f"{sum(r.calls for r in est.rows):,} new calls, {judges} judge deployment{'s' if judges != 1 else ''}"
+            + (" (priced ones only)" if any(r.usd is None for r in judge_rows) else "")
+            + ("; judge with fewer: e.g. --judges public:gpt or stanford:gpt" if judges > 1 else ""))
+
+
 def format_estimate(est: Estimate, budget: float | None = None) -> str:
     headers = ["run", "calls of", "deployment", "new calls", "reused", "prompt tokens", "max output tokens", "USD"]
     table = [[r.run_name if r.kind == "model" else "  + jury", r.kind, r.deployment, r.calls, r.reused,
@@ -209,12 +253,11 @@ def format_estimate(est: Estimate, budget: float | None = None) -> str:
     lines += ["", f"Total: {calls:,} new calls, {_tokens(ptok, approx)} prompt tokens, {otok:,} output tokens at "
                   f"most, {'~' if approx else ''}${est.total_usd:,.4f}"
               + (" (priced deployments only)" if est.unpriced else "")]
+    share = judges_share(est)
+    if share:
+        lines.append(share)
     if approx:
-        names = sorted({str(t) for t in est.approximated.values()})
-        lines.append("~ approximate: medhelm has no tokenizer " + ", ".join(names) + " (tokenizer_name of "
-                     + ", ".join(sorted(est.approximated)) + "), so those prompts are counted as 4 characters a "
-                     "token; for counts by a real tokenizer, set tokenizer_name in <local-path>/model_deployments.yaml "
-                     "to one medhelm can load (e.g. openai/o200k_base)")
+        lines.append(approximation_notice(est))
     if est.unpriced:
         lines.append("No price for: " + ", ".join(sorted(est.unpriced)) + " (set input_per_million and "
                      "output_per_million in conf/deployments.yaml or <local-path>/medhelm_deployments.yaml)")

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from medhelm_core.clients import is_in_process, supported_client_classes
+from medhelm_core.clients.azure_openai import (AZURE_ENDPOINT_ENV, AZURE_OPENAI_CLIENT, GATEWAY_AZURE_OPENAI_CLIENT,
+                                               GATEWAY_SHC_OPENAI_CLIENT, format_gateway_url, resolve_endpoint)
 from medhelm_core.clients.base import endpoint_origin
 from medhelm_core.clients.openai_compatible import VLLM_CHAT_CLIENT
-from medhelm_core.conf.deployments import BUILTIN_CONFIG_DIR, load_credentials, resolve_api_key, resolve_base_url
+from medhelm_core.clients.stanford_gateway import ENDPOINT_CLIENT_CLASSES, GATEWAY_OPENAI_CLIENT
+from medhelm_core.conf.deployments import (BUILTIN_CONFIG_DIR, load_credentials, resolve_api_key, resolve_base_url,
+                                           vendor_key_env)
+from medhelm_core.jury.presets import missing_judge_keys
 from medhelm_core.errors import MedhelmError
 from medhelm_core.metrics.base import MetricError
 from medhelm_core.metrics.evaluate import check_metrics_computable
@@ -26,6 +32,11 @@ PLACEHOLDER_KEY_PREFIX = "REPLACE_ME"
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"  # the OpenAI SDK's, for a deployment that names none
 OFFLINE_ENV = "MEDHELM_OFFLINE"
 IN_PROCESS = "in-process"  # the endpoint of a model run in this process (HuggingFaceClient)
+# Clients that format a `{endpoint}` base_url template with `<org>Endpoint` (HELM's gateway clients).
+_GATEWAY_TEMPLATE_CLASSES = frozenset({GATEWAY_AZURE_OPENAI_CLIENT, GATEWAY_OPENAI_CLIENT})
+# Clients that, without a base_url, send to `<org>Endpoint` (the Azure ones also to $AZURE_OPENAI_ENDPOINT).
+_AZURE_CLASSES = frozenset({AZURE_OPENAI_CLIENT, GATEWAY_AZURE_OPENAI_CLIENT, GATEWAY_SHC_OPENAI_CLIENT})
+_ENDPOINT_CLASSES = _AZURE_CLASSES | ENDPOINT_CLIENT_CLASSES
 
 
 @in_data_scope
@@ -35,6 +46,9 @@ def validate_runs(ws: Workspace, entries: list[tuple[Any, dict]]) -> None:
     (not placeholder) key, an endpoint that is a URL and a tokenizer that loads; the juries' judge
     deployments too. Each problem is one line naming the deployment and the file to edit."""
     credentials = load_credentials(ws.local_path)
+    problem = missing_judge_keys(ws, entries, credentials)  # every public judge's key variable, in one line
+    if problem:
+        raise MedhelmError(problem)
     checked: set[tuple[str, str]] = set()
     for entry, spec in entries:
         where = f"{entry.location or 'run entry'}: {spec['name']}"
@@ -80,28 +94,57 @@ def _builtin_hint(ws: Workspace, deployment) -> str:
     if (deployment.source is None or Path(deployment.source).parent != BUILTIN_CONFIG_DIR
             or not deployment.host_organization.startswith("stanfordhealthcare")):
         return ""
-    return (" (the built-in deployment calls Stanford Health Care's gateway, which only Stanford can reach; "
+    org = deployment.host_organization
+    return (f" (the built-in deployment calls Stanford Health Care's gateway, which only Stanford can reach: with "
+            f"access, set {org}Endpoint and {org}ApiKey in credentials.conf; "
             "examples/prod_env_public_apis/ maps the public tier to public APIs)")
 
 
 def _endpoint_problem(ws: Workspace, deployment, credentials) -> str | None:
-    """A placeholder API key, or a base_url that is not an http(s) URL (e.g. HELM's unfilled
-    `{endpoint}/...` of the Stanford gateway). The key itself is never shown."""
+    """A placeholder API key, or no http(s) endpoint: a base_url that is not an http(s) URL (a gateway
+    template `{endpoint}/...` is fine once `<org>Endpoint` fills it: the filled URL is checked), or a
+    gateway / Azure client without its `<org>Endpoint`. Neither the key nor the endpoint is shown."""
     deployments_file = ws.local_path / "model_deployments.yaml"
+    credentials_file = _credentials_file(ws, credentials)
     try:
         key = resolve_api_key(deployment, credentials).get_secret_value()
     except MedhelmError:
         key = None
     if key is not None and key.strip().startswith(PLACEHOLDER_KEY_PREFIX):
         return (f"still has the example's placeholder API key (a value starting with {PLACEHOLDER_KEY_PREFIX}): "
-                f"replace it with your key in {_credentials_file(ws, credentials)}")
+                f"replace it with your key in {credentials_file}")
+    org = deployment.host_organization
+    cls = deployment.client_spec.class_name
     explicit = deployment.client_spec.args.get("base_url")
     base_url = resolve_base_url(deployment, credentials)
-    if base_url is not None and ("{" in base_url or not base_url.lower().startswith(("http://", "https://"))):
-        shown = f"client_spec.args.base_url {base_url!r} of {deployment.source}" if explicit is not None else \
-            f"{deployment.host_organization}BaseUrl in {_credentials_file(ws, credentials)}"
+    shown = f"client_spec.args.base_url {base_url!r} of {deployment.source}" if explicit is not None else \
+        f"{org}BaseUrl in {credentials_file}"
+    if base_url is not None and "{" in base_url and cls in _GATEWAY_TEMPLATE_CLASSES:
+        endpoint = resolve_endpoint(deployment, credentials)
+        if not endpoint:
+            return (f"has no endpoint it can call: {shown} is a template of Stanford's gateway that needs "
+                    f"{org}Endpoint: set {org}Endpoint in {credentials_file}, or map the deployment to an endpoint "
+                    f"you can reach in {deployments_file}" + _builtin_hint(ws, deployment))
+        try:
+            filled = format_gateway_url(base_url, endpoint)
+        except MedhelmError as e:
+            return f"has no endpoint it can call: {e}: set client_spec.args.base_url in {deployments_file}"
+        if not filled.lower().startswith(("http://", "https://")):
+            return (f"has no endpoint it can call: {org}Endpoint in {credentials_file} does not make {shown} an "
+                    f"http(s) URL: set {org}Endpoint to the gateway's https:// URL")
+    elif base_url is not None and ("{" in base_url or not base_url.lower().startswith(("http://", "https://"))):
         return (f"has no endpoint it can call: {shown} is not an http(s) URL: set client_spec.args.base_url "
                 f"in {deployments_file}" + _builtin_hint(ws, deployment))
+    elif base_url is None and cls in _ENDPOINT_CLASSES:
+        azure = cls in _AZURE_CLASSES
+        endpoint = resolve_endpoint(deployment, credentials, env=os.environ if azure else None)
+        also = f" or ${AZURE_ENDPOINT_ENV}" if azure else ""
+        if not endpoint:
+            return (f"has no endpoint it can call: set {org}Endpoint in {credentials_file}{also}, or map the "
+                    f"deployment to an endpoint you can reach in {deployments_file}" + _builtin_hint(ws, deployment))
+        if not endpoint.lower().startswith(("http://", "https://")):
+            return (f"has no endpoint it can call: {org}Endpoint in {credentials_file}{also} is not an http(s) URL "
+                    f"(the gateway's or Azure resource's https:// URL)")
     return None
 
 
@@ -134,6 +177,10 @@ def _judge_deployment_problem(ws: Workspace, name: str, credentials) -> str | No
         if dep.client_spec.class_name != VLLM_CHAT_CLIENT:  # a vLLM server takes no key (HELM sends "EMPTY")
             resolve_api_key(dep, credentials)
     except MedhelmError:
+        usual = vendor_key_env(dep, credentials)  # a vendor's public API: its usual variable
+        if usual:
+            return (f"has no API key: set {' or '.join('$' + n for n in usual)}, or add {dep.host_organization}ApiKey "
+                    f"to {_credentials_file(ws, credentials)}")
         return (f"has no API key: add {dep.host_organization}ApiKey to {_credentials_file(ws, credentials)} "
                 f"or map the judge in {deployments_file}" + _builtin_hint(ws, dep))
 
