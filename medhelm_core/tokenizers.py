@@ -27,7 +27,10 @@ tokenizes with the deployment's `tokenizer_name`:
 A tokenizer that cannot be had here (a name this project does not implement, or a Hugging Face one
 whose files or packages are missing) is an error for a run (metrics need exact counts), but
 `tokenizer_or_approximation` gives the cost estimate an `ApproximateTokenizer`: 4 characters a token
-(rounded up), flagged `approximate` so the printout marks every number it touched.
+(rounded up), flagged `approximate` so the printout marks every number it touched, with the `reason`
+(what is missing) that the estimate prints once, in one line. A Hugging Face tokenizer whose files
+are not cached fails in seconds when the hub cannot be reached (`hf_hub.require_local_or_hub`), not
+after huggingface_hub's retries, and the failure is remembered until its files appear.
 
 Tokenizers are built once per name and cached (`get_tokenizer` is cheap on repeated calls).
 """
@@ -122,8 +125,13 @@ class ApproximateTokenizer:
     CHARS_PER_TOKEN = 4
     approximate = True
 
-    def __init__(self, name: Optional[str]):
+    def __init__(self, name: Optional[str], reason: Optional[str] = None, missing: Optional[str] = None,
+                 cause: Optional[str] = None):
         self.name = name
+        # What is missing, for the estimate's one-line notice: the whole reason, or the Hugging Face
+        # files (`missing`) and why they cannot be had (`cause`, shared by every tokenizer it hits).
+        self.reason = reason or f"medhelm has no tokenizer {name}"
+        self.missing, self.cause = missing, cause
 
     def encode(self, text: str) -> list[str]:
         n = self.CHARS_PER_TOKEN
@@ -307,6 +315,7 @@ class HuggingFaceTokenizer:
     def __init__(self, name: str, pretrained_model_name_or_path: Optional[str] = None, **kwargs):
         self.name = name
         self.path = pretrained_model_name_or_path or name
+        hf_hub.require_local_or_hub(self.path, f"tokenizer {name}")  # no files, no hub: fail in seconds
         transformers = hf_hub.transformers_module()
         kwargs.setdefault("use_fast", True)
         self.hf = hf_hub.from_pretrained(transformers.AutoTokenizer.from_pretrained, self.path,
@@ -338,15 +347,28 @@ class HuggingFaceTokenizer:
 
 
 _HF_TOKENIZERS: dict[tuple, HuggingFaceTokenizer] = {}
+_HF_MISSING: dict[tuple, "hf_hub.LocalModelUnavailable"] = {}  # why it could not be loaded (asked once)
 _HF_LOCK = threading.Lock()
 
 
 def huggingface_tokenizer(name: str, args: dict) -> HuggingFaceTokenizer:
-    """One tokenizer per HELM tokenizer name, folder and arguments, per process (`hf_hub.instance_key`)."""
-    key = hf_hub.instance_key(name, str(args.get("pretrained_model_name_or_path") or name), args)
+    """One tokenizer per HELM tokenizer name, folder and arguments, per process (`hf_hub.instance_key`).
+    One that cannot be loaded is not tried again (every run of a suite asks for it)."""
+    path = str(args.get("pretrained_model_name_or_path") or name)
+    key = hf_hub.instance_key(name, path, args)
+    # A failure is remembered with what it depended on: files put in place later are seen.
+    where = (*key, hf_hub.hub_cache_dir(), hf_hub.hub_endpoint(), hf_hub.downloads_off(),
+             os.path.isdir(path), os.path.isdir(hf_hub.cached_repo_dir(path)))
     with _HF_LOCK:
+        if where in _HF_MISSING:
+            known = _HF_MISSING[where]
+            raise hf_hub.LocalModelUnavailable(str(known), missing=known.missing, cause=known.cause)
         if key not in _HF_TOKENIZERS:
-            _HF_TOKENIZERS[key] = HuggingFaceTokenizer(name, **args)
+            try:
+                _HF_TOKENIZERS[key] = HuggingFaceTokenizer(name, **args)
+            except hf_hub.LocalModelUnavailable as e:
+                _HF_MISSING[where] = e
+                raise
         return _HF_TOKENIZERS[key]
 
 
@@ -367,7 +389,9 @@ def get_tokenizer(name: Optional[str], config=None) -> Tokenizer:
         try:
             return huggingface_tokenizer(name, dict(spec.args))
         except hf_hub.LocalModelUnavailable as e:
-            raise TokenizerNotHere(str(e)) from None
+            error = TokenizerNotHere(str(e))
+            error.missing, error.cause = e.missing, e.cause
+            raise error from None
     return _builtin_tokenizer(name)
 
 
@@ -376,6 +400,8 @@ def clear_cache() -> None:
     _builtin_tokenizer.cache_clear()
     with _HF_LOCK:
         _HF_TOKENIZERS.clear()
+        _HF_MISSING.clear()
+    hf_hub.forget_hub_probes()
 
 
 @lru_cache(maxsize=None)
@@ -406,6 +432,9 @@ def tokenizer_or_approximation(name: Optional[str], config=None) -> Tokenizer:
         return get_tokenizer(name, config)
     except TokenizerUnavailable:
         raise
+    except TokenizerNotHere as e:
+        return ApproximateTokenizer(name, reason=str(e), missing=getattr(e, "missing", None),
+                                    cause=getattr(e, "cause", None))
     except TokenizerError:
         return ApproximateTokenizer(name)
 

@@ -63,7 +63,11 @@ def test_shipped_conf_parses_and_prices_medhelm_models():
     reg = SettingsRegistry.load(None)
     assert reg("stanfordhealthcare/gpt-4o-2024-05-13").priced
     assert reg("openai/gpt-4o-2024-05-13-dspy-zs-cot").priced
-    assert not reg("stanfordhealthcare/llama-3.3-70b-instruct").priced  # price depends on the host
+    # Open-weight models: a documented default (Together's list price), overridden locally per host.
+    llama, r1 = reg("stanfordhealthcare/llama-3.3-70b-instruct"), reg("stanfordhealthcare/deepseek-r1")
+    assert (llama.input_per_million, llama.output_per_million) == (0.88, 0.88)
+    assert (r1.input_per_million, r1.output_per_million) == (3.00, 7.00)
+    assert not reg("together/deepseek-r1-distill-llama-70b").priced  # another model, not DeepSeek-R1's price
 
 
 # -- headers -------------------------------------------------------------------------------------
