@@ -405,8 +405,13 @@ def api_key_env_var(host_organization: str) -> str:
     return API_KEY_ENV_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", host_organization).upper()
 
 
+# HELM's clients of OpenAI's own API. Azure's and the Stanford gateway's OpenAI-family classes are not:
+# an OpenAI key must never go to them.
+_OPENAI_OWN_CLIENTS = frozenset({"OpenAIClient", "OpenAILegacyCompletionsClient", "OpenAIResponseClient"})
+
+
 def _is_openai_client(deployment: Deployment) -> bool:
-    return "openai" in deployment.client_spec.class_name.rsplit(".", 1)[-1].lower()
+    return deployment.client_spec.class_name.rsplit(".", 1)[-1] in _OPENAI_OWN_CLIENTS
 
 
 _OPENAI_KEY_HOSTS = {"api.openai.com", "localhost", "127.0.0.1", "::1"}
