@@ -2,9 +2,12 @@
 
     GET /                      the page (static/index.html), /static/* its CSS and JS
     GET /api/meta              target (suite or release), suites, tiers, notes
-    GET /api/groups            the run-group tree (top group, categories, benchmarks)
+    GET /api/groups            the run-group tree (top group, categories, benchmarks) and the page's one
+                               model order (the main leaderboard's mean win rate, best first)
     GET /api/group?name=G      G's leaderboard tables (HELM's groups/G.json, cells annotated with the
-                               published value where leaderboard_comparison has one)
+                               published value where leaderboard_comparison has one; per table `order`,
+                               its rows in that model order, and `metrics`, each header's schema metric)
+                               and the schema's words for those metrics (the page's glossary)
     GET /api/runs              the target's runs (suite, model, groups, tier)
     GET /api/run?run=R[&suite=S]  one run: instances with prompt, references, completion, scores, judges
     GET /api/comparison        leaderboard_comparison rows of the target, with a summary

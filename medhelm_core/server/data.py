@@ -234,14 +234,18 @@ class Reader:
 
     def groups(self) -> dict:
         snap = self.snapshot()
-        return {"top": snap["top"], "groups": snap["groups"]}
+        return {"top": snap["top"], "groups": snap["groups"], "model_order": snap.get("model_order", [])}
 
     def group(self, name: str) -> dict:
         snap = self.snapshot()
         info = next((g for g in snap["groups"] if g["name"] == name), None)
         if info is None:
             raise DataError(f"no group {name!r} in the leaderboard of {snap['target']}")
-        return {**info, "tables": snap["tables"].get(name, [])}
+        tables = snap["tables"].get(name, [])
+        # the schema's word for every metric of these tables (the page's glossary)
+        used = {m for t in tables for m in t.get("metrics") or [] if m}
+        metrics = {m: snap["metrics"][m] for m in sorted(used) if m in snap["metrics"]}
+        return {**info, "tables": tables, "metrics": metrics}
 
     def comparison(self) -> dict:
         return self.snapshot()["comparison"]
@@ -409,7 +413,7 @@ def build_snapshot(conn: duckdb.DuckDBPyConnection, target: Target, catalog: Opt
             "has_tables": bool(tables.get(g["name"])), "n_tables": len(tables.get(g["name"], [])),
         })
     metrics = {m["name"]: {"display_name": m.get("display_name"), "short_display_name": m.get("short_display_name"),
-                           "lower_is_better": m.get("lower_is_better")}
+                           "description": m.get("description"), "lower_is_better": m.get("lower_is_better")}
                for m in _rows(conn, "SELECT * FROM schema_metrics WHERE target = ?", [target.name])}
 
     runs = _rows(conn, "SELECT t.run_id, t.suite, t.run_name, t.model, t.model_deployment, t.groups, "
@@ -439,6 +443,7 @@ def build_snapshot(conn: duckdb.DuckDBPyConnection, target: Target, catalog: Opt
     for item in run_list:
         tier_counts[item["tier"]] = tier_counts.get(item["tier"], 0) + 1
 
+    model_order = _annotate_presentation(tables, top, run_index, metrics)
     comparison = _comparison(conn, catalog, src_tables, target)
     _annotate_comparison(tables, comparison)
     _annotate_cells(tables, _cell_intervals(conn, catalog, target), "intervals")   # bootstrap intervals
@@ -456,7 +461,7 @@ def build_snapshot(conn: duckdb.DuckDBPyConnection, target: Target, catalog: Opt
               f"JOIN {_q(catalog, 'runs')} r ON r.suite = t.suite AND r.run_name = t.run_name ORDER BY 1")]
     return jsonable({
         "target": target.name, "mode": target.mode, "suites": target.suites, "top": top, "editions": editions,
-        "groups": group_list, "tables": tables, "metrics": metrics,
+        "groups": group_list, "tables": tables, "metrics": metrics, "model_order": model_order,
         "runs": run_list, "run_index": run_index, "tiers": tier_counts,
         "comparison": comparison, "has_comparison": bool(comparison["rows"]),
         "costs": costs, "cost_unit": costs["unit"], "plots": plots, "notes": notes,
@@ -637,6 +642,67 @@ def _costs(conn, catalog, src_tables, target: Target) -> dict:
     return out
 
 
+def _row_key(row: list[dict], run_index: dict[str, dict]) -> tuple:
+    """A table row's model, as HELM keys rows: (model_deployment, model) of its runs, else its name."""
+    for cell in row:
+        for name in cell.get("run_spec_names") or []:
+            info = run_index.get(name)
+            if info is not None:
+                return ("run", str(info.get("model_deployment") or ""), str(info.get("model") or ""))
+    return ("name", str((row[0] if row else {}).get("value") or ""))
+
+
+def _header_metric(header: dict, metrics: dict[str, dict]) -> Optional[str]:
+    """The schema metric a header cell shows: its short name is the header's `metadata.metric` and its
+    "display name: description" is what helm-summarize put into the header's description."""
+    short = (header.get("metadata") or {}).get("metric")
+    desc = "\n\n" + str(header.get("description") or "").split("\n- Perturbation ", 1)[0]
+    best, best_len = None, -1
+    for name, m in metrics.items():
+        if short != (m.get("short_display_name") or m.get("display_name") or name):
+            continue
+        piece = f"\n\n{m.get('display_name') or name}: {m.get('description') or ''}"
+        if desc.endswith(piece) and len(piece) > best_len:
+            best, best_len = name, len(piece)
+    return best
+
+
+def _annotate_presentation(tables: dict[str, list[dict]], top: Optional[str], run_index: dict[str, dict],
+                           metrics: dict[str, dict]) -> list[str]:
+    """One model order for every table of the page: the mean win rate of the main leaderboard (the top
+    group's first table with that column), best first, ties and models it has no value for by name.
+    Each table gets `order` (its row indices in that order) and `metrics` (per header cell, the schema
+    metric it shows, or None). Returns the models' display names in that order."""
+    rank: dict[tuple, tuple] = {}
+    names: dict[tuple, str] = {}
+    wr = _win_rate_table(tables, top)
+    for row in (wr or {}).get("rows", []):
+        key = _row_key(row, run_index)
+        v = row[1].get("value") if len(row) > 1 else None
+        names.setdefault(key, str(row[0].get("value") or ""))
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            rank[key] = (0, -float(v), names[key])
+    for group_tables in tables.values():
+        for t in group_tables:
+            for row in t["rows"]:
+                key = _row_key(row, run_index)
+                names.setdefault(key, str((row[0] if row else {}).get("value") or ""))
+    for key, name in names.items():
+        rank.setdefault(key, (1, 0.0, name))
+    ordered = sorted(names, key=lambda k: (rank[k], k))
+    position = {k: i for i, k in enumerate(ordered)}
+    for group_tables in tables.values():
+        for t in group_tables:
+            keys = [_row_key(row, run_index) for row in t["rows"]]
+            t["order"] = sorted(range(len(t["rows"])), key=lambda i: (position[keys[i]], i))
+            t["metrics"] = [None] + [_header_metric(h, metrics) for h in t["header"][1:]]
+    shown: list[str] = []
+    for k in ordered:
+        if names[k] not in shown:
+            shown.append(names[k])
+    return shown
+
+
 def _win_rate_table(tables: dict[str, list[dict]], top: Optional[str]) -> Optional[dict]:
     for t in tables.get(top or "", []):
         if len(t["header"]) > 1 and t["header"][1].get("value") == "Mean win rate":
@@ -723,7 +789,7 @@ def build_run(conn: duckdb.DuckDBPyConnection, suite: str, run_name: str, snap: 
         **info, "benchmark": bench["name"] if bench else None,
         "benchmark_display_name": bench["display_name"] if bench else None,
         "main_metric": {"name": main_name, "split": main_split, "display_name": metric.get("display_name"),
-                        "lower_is_better": metric.get("lower_is_better")},
+                        "description": metric.get("description"), "lower_is_better": metric.get("lower_is_better")},
         "redacted": False, "instances": [], "run_stats": [], "judge_status": {},
     }
     if "runs" in tables:
@@ -736,6 +802,7 @@ def build_run(conn: duckdb.DuckDBPyConnection, suite: str, run_name: str, snap: 
                 metric = snap["metrics"].get(main_name, {})
                 out["main_metric"] = {"name": main_name, "split": main_split,
                                       "display_name": metric.get("display_name") or main_name,
+                                      "description": metric.get("description"),
                                       "lower_is_better": metric.get("lower_is_better")}
         if spec:
             rs = _loads(spec[0]) or {}

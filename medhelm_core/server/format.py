@@ -1,5 +1,6 @@
 """Numbers as HELM's frontend shows them (RowValue.tsx `formatNumber`): `String(Math.round(x*1000)/1000)`,
-and "-" for a missing value."""
+and "-" for a missing value; and as our page and Markdown previews write them (`page_number`): the
+same rounding, always with 3 decimals, as medhelm-summarize's terminal table writes its cells."""
 from __future__ import annotations
 
 import math
@@ -40,3 +41,17 @@ def helm_number(value: Any) -> str:
             return js_number_str(x)
         return js_number_str(js_round(x * 1000) / 1000)
     return str(value)
+
+
+def page_number(value: Any) -> str:
+    """A leaderboard value as the page (app.js `num3`) writes it: HELM's rounding to 3 decimals
+    (`Math.round(x*1000)/1000`), written with all 3 decimals (0.500, 230.500), as the terminal table's
+    `f"{v:.3f}"` does; "-" when missing; text as it is."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return helm_number(value)
+    x = float(value)
+    if math.isnan(x) or math.isinf(x):
+        return js_number_str(x)
+    return f"{js_round(x * 1000) / 1000 + 0.0:.3f}"

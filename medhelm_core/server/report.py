@@ -7,7 +7,7 @@ from typing import Any
 import duckdb
 
 from .data import Target, _rows, _tables, build_snapshot
-from .format import helm_number
+from .format import helm_number, page_number
 
 PIPELINE_TABLES = ["run_entries", "datasets", "instances", "requests", "completions", "completion_errors",
                    "annotations", "judge_verdicts", "jury_scores", "instance_stats", "runs", "run_stats",
@@ -19,28 +19,33 @@ def _md_escape(s: Any) -> str:
 
 
 def table_markdown(table: dict, transposed: bool = True) -> str:
-    """A HELM table as markdown, numbers as HELM shows them, sorted by column 1 like HELM's page
-    (models as columns when transposed, as HELM's frontend shows MedHELM)."""
+    """A HELM table as markdown, as the page shows it: values with 3 decimals (HELM's rounding), the
+    page's one model order (`order`, from data.py; else sorted by column 1 as HELM's page), columns no
+    model has a value for left out (models as columns when transposed, as HELM shows MedHELM)."""
     header, rows = table["header"], table["rows"]
-    if len(header) > 1:
+    if table.get("order") and len(table["order"]) == len(rows):
+        rows = [rows[i] for i in table["order"]]
+    elif len(header) > 1:
         lower = header[1].get("lower_is_better")
         present = [r for r in rows if len(r) > 1 and r[1].get("value") is not None]
         missing = [r for r in rows if not (len(r) > 1 and r[1].get("value") is not None)]
         if all(isinstance(r[1]["value"], (int, float)) for r in present):
             present = sorted(present, key=lambda r: r[1]["value"], reverse=not lower)
         rows = present + missing
+    cols = [j for j in range(1, len(header)) if any(j < len(r) and r[j].get("value") is not None for r in rows)]
     names = [_md_escape(r[0].get("value", "")) for r in rows]
     if transposed:
         lines = ["| " + _md_escape(header[0].get("value", "Model")) + " | " + " | ".join(names) + " |",
                  "|---|" + "---:|" * len(rows)]
-        for j in range(1, len(header)):
-            cells = [helm_number(r[j].get("value")) if j < len(r) else "-" for r in rows]
+        for j in cols:
+            cells = [page_number(r[j].get("value")) if j < len(r) else "-" for r in rows]
             lines.append("| " + _md_escape(header[j].get("value", "")) + " | " + " | ".join(cells) + " |")
     else:
-        lines = ["| " + " | ".join(_md_escape(h.get("value", "")) for h in header) + " |",
-                 "|---|" + "---:|" * (len(header) - 1)]
+        lines = ["| " + " | ".join(_md_escape(header[j].get("value", "")) for j in [0, *cols]) + " |",
+                 "|---|" + "---:|" * len(cols)]
         for r, name in zip(rows, names):
-            lines.append("| " + name + " | " + " | ".join(helm_number(c.get("value")) for c in r[1:]) + " |")
+            lines.append("| " + name + " | " + " | ".join(page_number(r[j].get("value")) if j < len(r) else "-"
+                                                          for j in cols) + " |")
     return "\n".join(lines)
 
 

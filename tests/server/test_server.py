@@ -19,39 +19,15 @@ import pytest
 
 from medhelm_core.server.data import REDACTED, Reader
 from tests.browser import chromium
-from medhelm_core.server.format import helm_number
+from medhelm_core.server.format import helm_number, page_number
 
 ROOT = Path(__file__).resolve().parents[2]
-RELEASE = "medhelm-example"
+RELEASE = "medhelm-example"   # the release medhelm_schema_copy (conftest.py) summarizes
 
 
 # --------------------------------------------------------------------------- fixtures
-# `example` (the example suite run and summarized) is in conftest.py, shared with test_hostile_page.py
-
-@pytest.fixture(scope="module")
-def medhelm_schema_copy(example, tmp_path_factory):
-    """A copy of the example summarized as a release with schema_medhelm.yaml (medhelm_scenarios + five
-    categories); the suite's own (auto-schema) leaderboard stays in the file but is no longer the last
-    summarize target."""
-    from assets.cli import summarize_main
-
-    out, prod_env = example
-    copy = tmp_path_factory.mktemp("server_medhelm") / "out"
-    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("*.lock", ".dagster_home"))
-    old_cwd, old_home = os.getcwd(), os.environ.get("DAGSTER_HOME")
-    try:
-        os.chdir(ROOT)
-        os.environ["DAGSTER_HOME"] = str(copy.parent / "dagster_home")
-        assert summarize_main(["--release", RELEASE, "--suites", "example", "--output-path", str(copy),
-                               "--local-path", str(prod_env), "--schema-path", "schema/schema_medhelm.yaml"]) == 0
-    finally:
-        os.chdir(old_cwd)
-        if old_home is None:
-            os.environ.pop("DAGSTER_HOME", None)
-        else:
-            os.environ["DAGSTER_HOME"] = old_home
-    return copy
-
+# `example` (the example suite run and summarized) and `medhelm_schema_copy` (it summarized as a release
+# with schema_medhelm.yaml) are in conftest.py, shared with test_hostile_page.py and test_clinician_page.py
 
 @pytest.fixture(scope="module")
 def browser():
@@ -214,7 +190,7 @@ def test_dagster_metadata_has_previews(example):
     md = event.asset_materialization.metadata
     for key in ("leaderboard", "row_counts", "costs", "judge_status", "runs", "private_tier_runs", "view"):
         assert key in md, key
-    assert "Demo model B" in md["leaderboard"].value and "| Mean win rate | 1 | 0 |" in md["leaderboard"].value
+    assert "Demo model B" in md["leaderboard"].value and "| Mean win rate | 1.000 | 0.000 |" in md["leaderboard"].value
     assert "| requests | 60 |" in md["row_counts"].value
 
 
@@ -229,25 +205,28 @@ def test_leaderboard_in_browser(example, served, browser, shots):
     for i, table in enumerate(tables):
         grid = table_grid(driver, i)
         assert grid["title"] == table["title"]
-        # expected models, in HELM's default order (column 1, e.g. mean win rate, best first)
-        assert grid["models"] == expected_order(table)
+        # one model order on every table: the main leaderboard's mean win rate, best first
+        assert grid["models"] == expected_order(tables[0])
         assert set(grid["models"]) == {"Demo model A", "Demo model B"}
         rows_by_model = {r[0]["value"]: r for r in table["rows"]}
-        assert [r["label"] for r in grid["rows"]] == [h["value"] for h in table["header"][1:]]
-        for j, row in enumerate(grid["rows"], start=1):
-            want = [helm_number(rows_by_model[m][j].get("value")) for m in grid["models"]]
+        shown = [j for j in range(1, len(table["header"])) if any(r[j].get("value") is not None for r in table["rows"])]
+        assert [r["label"] for r in grid["rows"]] == [table["header"][j]["value"] for j in shown]
+        for j, row in zip(shown, grid["rows"]):
+            want = [page_number(rows_by_model[m][j].get("value")) for m in grid["models"]]
             assert row["cells"] == want, (table["title"], row["label"])
     # the MedHELM-style default: mean win rate, best first
     top = table_grid(driver, 0)
     assert top["rows"][0]["label"] == "Mean win rate" and top["models"] == ["Demo model B", "Demo model A"]
-    assert top["rows"][0]["cells"] == ["1", "0"]
+    assert top["rows"][0]["cells"] == ["1.000", "0.000"]
     # each benchmark cell's bootstrap interval on hover (analytics' cell_intervals)
     tips = js(driver, "return [...document.querySelectorAll('section.lb-section')[0].querySelectorAll('td.has-ci')]"
                       ".map(e => e.title)")
     assert len(tips) >= 4 and all("95% bootstrap interval" in t and "(10 instances)" in t for t in tips)
     driver.save_screenshot(str(shots / "leaderboard.png"))
 
-    # sorting: the same column again reverses; the Model row sorts by name
+    # sorting: a column sorts as HELM's page does, the same column again reverses; the Model row sorts by name
+    driver.find_element("css selector", "section.lb-section table.lb button.sort[data-col='1']").click()
+    assert table_grid(driver, 0)["models"] == expected_order(tables[0], 1, 1) == ["Demo model B", "Demo model A"]
     driver.find_element("css selector", "section.lb-section table.lb button.sort[data-col='1']").click()
     assert table_grid(driver, 0)["models"] == expected_order(tables[0], 1, -1) == ["Demo model A", "Demo model B"]
     driver.find_element("css selector", "section.lb-section table.lb button.sort[data-col='0']").click()
@@ -281,10 +260,11 @@ def test_drilldown_in_browser(example, served, browser, shots):
     row = [r[0]["value"] for r in tables[0]["rows"]].index("Demo model A")
     link = driver.find_element("css selector",
                                f"section.lb-section table.lb td.cell[data-row='{row}'][data-col='{col}'] a.drill")
-    assert link.text == helm_number(tables[0]["rows"][row][col]["value"])
+    assert link.text == page_number(tables[0]["rows"][row][col]["value"])
     link.click()
     wait_ready(driver)
-    assert driver.find_element("id", "run-title").text == run_name
+    assert driver.find_element("id", "run-title").text == "MED-YESNO-EXAMPLE · Demo model A"
+    assert driver.find_element("id", "run-name").text == run_name
     with duckdb.connect(str(out / "medhelm.duckdb"), read_only=True) as conn:
         first_prompt = conn.execute("SELECT prompt FROM requests WHERE suite = 'example' AND run_name = ? "
                                     "ORDER BY position LIMIT 1", [run_name]).fetchone()[0]
@@ -360,10 +340,13 @@ def test_medhelm_schema_categories_in_browser(medhelm_schema_copy, browser, shot
         assert [t["title"] for t in tables] == ["Accuracy", "Efficiency", "General information"]
         grid = table_grid(driver, 0)
         assert grid["rows"][0]["label"] == "Mean win rate"
-        assert [r["label"] for r in grid["rows"]] == [h["value"] for h in tables[0]["header"][1:]]
+        # rows no model has a value for (benchmarks without runs) are not shown
+        assert [r["label"] for r in grid["rows"]] == [
+            h["value"] for j, h in enumerate(tables[0]["header"]) if j and any(r[j].get("value") is not None
+                                                                              for r in tables[0]["rows"])]
         by_label = {r["label"]: r["cells"] for r in grid["rows"]}
-        assert by_label["ADHD-Behavior - EM"] == [helm_number(v) for v in (0.6, 0.5)]   # B first: win rate 1
-        assert by_label["MedCalc-Bench - MedCalc Accuracy"] == ["-", "-"]              # no runs: "-"
+        assert by_label["ADHD-Behavior - EM"] == [page_number(v) for v in (0.6, 0.5)]   # B first: win rate 1
+        assert "MedCalc-Bench - MedCalc Accuracy" not in by_label                      # no runs: not shown
         driver.save_screenshot(str(shots / "medhelm_scenarios.png"))
         driver.find_element("css selector", "#sidebar a[data-group='clinical_decision_support']").click()
         wait_ready(driver, "/group/clinical_decision_support")
@@ -484,7 +467,7 @@ def test_static_export_has_no_private_text(example, browser, shots, tmp_path):
     driver = browser
     open_page(driver, (dest / "index.html").as_uri(), expect="/")
     grid = table_grid(driver, 0)
-    assert grid["models"] == ["Demo model B", "Demo model A"] and grid["rows"][0]["cells"] == ["1", "0"]
+    assert grid["models"] == ["Demo model B", "Demo model A"] and grid["rows"][0]["cells"] == ["1.000", "0.000"]
     assert "redacted" in driver.find_element("id", "privacy").text
     driver.find_element("css selector", "section.lb-section table.lb td.cell a.drill").click()
     wait_ready(driver)

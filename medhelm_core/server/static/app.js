@@ -1,7 +1,11 @@
 /* medhelm-server page: plain JavaScript, no libraries, no network beyond this server (or, in a static
    export, the data/*.js files beside this page). Tables follow HELM's frontend for MedHELM:
-   transposed (models as columns), numbers as String(Math.round(x * 1000) / 1000), "-" when missing,
-   sorted by column 1 (the mean win rate) by default. */
+   transposed (models as columns), numbers rounded as HELM rounds them (Math.round(x * 1000) / 1000)
+   and written with 3 decimals as the terminal table writes them, "-" when missing. For a reader:
+   one model order on every table (the main leaderboard's mean win rate, best first: `order` from the
+   server), rows that no model has a value for left out (listed under the table), the schema's
+   description of each metric and benchmark on hover, a glossary under the tables, and run pages
+   titled in words. */
 "use strict";
 
 const STATIC = !!window.MEDHELM_STATIC;
@@ -68,6 +72,18 @@ function formatNumber(value) {
   return String(Math.round(Number(value) * 1000) / 1000);
 }
 function fmt(value) { return value === undefined || value === null ? "-" : formatNumber(value); }
+/* A leaderboard value: HELM's rounding to 3 decimals, written with all 3 (0.500, 2.750, 230.500), as
+   medhelm-summarize's terminal table writes it; "-" when missing; text as it is. */
+function num3(value) {
+  if (value === undefined || value === null) return "-";
+  if (typeof value !== "number") return String(value);
+  if (!Number.isFinite(value)) return String(value);
+  return (Math.round(value * 1000) / 1000).toFixed(3);
+}
+/* Schema text for a title attribute: markdown links as their text. */
+function plainText(text) {
+  return String(text || "").replace(/\[([^\]]+)\]\((https?:[^)\s]+)\)/g, "$1");
+}
 
 function enc(s) { return encodeURIComponent(s); }
 
@@ -81,6 +97,29 @@ function markdownText(text) {
   }
   out.push(text.slice(last));
   return out;
+}
+/* A run in words: its benchmark's display name, its model's display name, and the arguments of its
+   run name other than the model (HELM's "scenario:key=value,key=value"). */
+function runArgs(runName) {
+  const colon = String(runName).indexOf(":");
+  if (colon < 0) return [];
+  return String(runName).slice(colon + 1).split(/,(?=[A-Za-z_][\w.-]*=)/).map(kv => {
+    const eq = kv.indexOf("=");
+    return eq < 0 ? [kv, ""] : [kv.slice(0, eq), kv.slice(eq + 1)];
+  }).filter(([k]) => k && k !== "model" && k !== "model_deployment");
+}
+function benchmarkOf(run) {
+  if (run.benchmark_display_name) return run.benchmark_display_name;
+  const gs = (state.groups && state.groups.groups) || [];
+  for (const name of run.groups || []) {
+    const g = gs.find(x => x.name === name && x.kind === "benchmark");
+    if (g) return g.display_name || g.name;
+  }
+  return String(run.run_name).split(":")[0];
+}
+function runWords(run) {
+  return { benchmark: benchmarkOf(run), model: run.display_name || run.model_deployment || run.model || "",
+           args: runArgs(run.run_name) };
 }
 function runHref(run, suite) { return "#/run/" + enc(suite || "") + "/" + enc(run); }
 function runsHref(names) {
@@ -140,7 +179,7 @@ function barChart(items, opts) {
     svg.appendChild(s("text", { x: left - 8, y: y + 14, "text-anchor": "end" }, it.label));
     if (it.value !== undefined && it.value !== null) {
       const range = it.low !== undefined && it.high !== undefined;
-      const tip = `${it.label}: ${fmt(it.value)}` + (range ? ` (95% interval ${fmt(it.low)} – ${fmt(it.high)})` : "") +
+      const tip = `${it.label}: ${num3(it.value)}` + (range ? ` (95% interval ${num3(it.low)} – ${num3(it.high)})` : "") +
         (it.rank_low !== undefined ? `, rank ${it.rank_low === it.rank_high ? it.rank_low : it.rank_low + "–" + it.rank_high}` : "");
       svg.appendChild(s("rect", { x: left, y: y + 2, width: Math.max(1, x(it.value) - left), height: rowH - 8, class: "bar" },
         s("title", {}, tip)));
@@ -149,7 +188,7 @@ function barChart(items, opts) {
         svg.appendChild(s("line", { x1: x(it.low), x2: x(it.high), y1: ym, y2: ym, class: "errbar" }, s("title", {}, tip)));
         for (const v of [it.low, it.high]) svg.appendChild(s("line", { x1: x(v), x2: x(v), y1: ym - 5, y2: ym + 5, class: "errbar" }));
       }
-      svg.appendChild(s("text", { x: x(range ? Math.max(it.value, it.high) : it.value) + 5, y: y + 14 }, fmt(it.value)));
+      svg.appendChild(s("text", { x: x(range ? Math.max(it.value, it.high) : it.value) + 5, y: y + 14 }, num3(it.value)));
     } else {
       svg.appendChild(s("text", { x: left + 4, y: y + 14, class: "muted" }, "-"));
     }
@@ -232,9 +271,11 @@ function sortedRowIndices(table, idx, dir) {
 
 function headerLabel(hd, idx, ts, onSort) {
   const better = hd.lower_is_better === true ? "lower is better" : hd.lower_is_better === false ? "higher is better" : "";
-  const tip = [hd.description, better].filter(Boolean).join("\n");
+  const tip = [plainText(hd.description), better].filter(Boolean).join("\n");
   return [
-    h("span", { class: "hlabel", title: tip || null }, hd.value),
+    // the description on hover (title) and on keyboard focus (data-tip, shown by style.css)
+    h("span", { class: "hlabel" + (tip ? " has-tip" : ""), title: tip || null, "data-tip": tip || null,
+      tabindex: tip ? "0" : null }, hd.value),
     h("button", { class: "sort" + (idx === ts.sortIdx ? " on" : ""), "data-col": idx, title: "sort by " + hd.value,
       onclick: () => onSort(idx) }, idx === ts.sortIdx ? (ts.sortDir === 1 ? "▼" : "▲") : "↕"),
   ];
@@ -249,27 +290,48 @@ function valueCell(table, row, rowIdx, col, ts) {
   let tip = cell.description || "";
   const parts = [];
   const href = cell.value !== undefined ? runsHref(cellRuns(table, row, col)) : null;
-  parts.push(href ? h("a", { href, class: "drill" }, fmt(cell.value)) : fmt(cell.value));
+  parts.push(href ? h("a", { href, class: "drill" }, num3(cell.value)) : num3(cell.value));
   if (cmp) {
     classes.push(cmp.equal ? "cmp-equal" : "cmp-diff");
     const d = cmp.abs_diff === null || cmp.abs_diff === undefined ? "" : ` (|Δ| ${fmt(cmp.abs_diff)})`;
-    tip += `\npublished ${fmt(cmp.published_value)}, rebuilt ${fmt(cmp.rebuilt_value)}${d}` +
+    tip += `\npublished ${num3(cmp.published_value)}, rebuilt ${num3(cmp.rebuilt_value)}${d}` +
       (cmp.cause ? `\ncause: ${cmp.cause}` : "");
     if (!cmp.equal || state.showPublished) {
-      parts.push(h("span", { class: "pub" }, (cmp.equal ? "= pub " : "pub ") + fmt(cmp.published_value) +
+      parts.push(h("span", { class: "pub" }, (cmp.equal ? "= pub " : "pub ") + num3(cmp.published_value) +
         (!cmp.equal && cmp.cause ? " · " + cmp.cause : "")));
     }
   }
   const ci = table.intervals && table.intervals[String(rowIdx)] && table.intervals[String(rowIdx)][String(col)];
   if (ci) {
     classes.push("has-ci");
-    tip += `\n± ${fmt((ci.high - ci.low) / 2)}: 95% bootstrap interval ${fmt(ci.low)} – ${fmt(ci.high)} (${ci.n} instances)`;
+    tip += `\n± ${num3((ci.high - ci.low) / 2)}: 95% bootstrap interval ${num3(ci.low)} – ${num3(ci.high)} (${ci.n} instances)`;
   }
   return h("td", { class: classes.join(" "), "data-row": rowIdx, "data-col": col, title: tip.trim() || null }, parts);
 }
 
+/* Whether any model has a value in column `col` (or a published value to compare with). */
+function columnHasValue(table, col) {
+  return table.rows.some((row, i) => {
+    const v = (row[col] || {}).value;
+    if (v !== undefined && v !== null) return true;
+    const cmp = table.comparison && table.comparison[String(i)] && table.comparison[String(i)][String(col)];
+    return !!cmp && cmp.published_value !== undefined && cmp.published_value !== null;
+  });
+}
+
+/* The page's one model order (the server's `order`: the main leaderboard's mean win rate, best first),
+   or, once the reader sorts this table by a column, that column's sort as HELM's page does it. */
+function rowOrder(table, ts) {
+  if (ts.sortIdx === null) return table.order && table.order.length === table.rows.length ? table.order.slice() : table.rows.map((_, i) => i);
+  return sortedRowIndices(table, ts.sortIdx, ts.sortDir);
+}
+
 function renderTable(table, key) {
-  const ts = state.tableState[key] || (state.tableState[key] = { sortIdx: table.header.length > 1 ? 1 : 0, sortDir: 1 });
+  const ts = state.tableState[key] || (state.tableState[key] = { sortIdx: null, sortDir: 1 });
+  const cols = [];      // the header columns shown (1..n), in order
+  const empty = [];     // the ones no model has a value for
+  for (let c = 1; c < table.header.length; c++) (columnHasValue(table, c) ? cols : empty).push(c);
+  const box = h("div", { class: "table-box" });
   const wrap = h("div", { class: "table-wrap" });
   const draw = () => {
     const onSort = idx => {
@@ -277,7 +339,7 @@ function renderTable(table, key) {
       else { ts.sortDir = idx === 0 ? -1 : 1; ts.sortIdx = idx; }
       draw();
     };
-    const order = sortedRowIndices(table, ts.sortIdx, ts.sortDir);
+    const order = rowOrder(table, ts);
     const t = h("table", { class: "lb " + (state.transposed ? "transposed" : "normal"), "data-title": table.title });
     if (state.transposed) {
       // HELM's TransposedLeaderboardTable: header entries become rows, models become columns
@@ -289,29 +351,82 @@ function renderTable(table, key) {
           return h("th", { class: "model", "data-row": i, title: m.description || null }, href ? h("a", { href }, m.value) : m.value);
         }))));
       const body = h("tbody");
-      for (let c = 1; c < table.header.length; c++) {
-        body.appendChild(h("tr", {},
+      for (const c of cols) {
+        body.appendChild(h("tr", { "data-col": c },
           h("th", { class: "rowhead" + (c === ts.sortIdx ? " sorted" : "") }, headerLabel(table.header[c], c, ts, onSort)),
           order.map(i => valueCell(table, table.rows[i], i, c, ts))));
       }
       t.appendChild(body);
     } else {
-      t.appendChild(h("thead", {}, h("tr", {}, table.header.map((hd, c) =>
-        h("th", { class: c === 0 ? "model" : (c === ts.sortIdx ? "sorted" : "") }, headerLabel(hd, c, ts, onSort))))));
+      t.appendChild(h("thead", {}, h("tr", {}, [0, ...cols].map(c =>
+        h("th", { class: c === 0 ? "model" : (c === ts.sortIdx ? "sorted" : ""), "data-col": c },
+          headerLabel(table.header[c], c, ts, onSort))))));
       const body = h("tbody");
       for (const i of order) {
         const m = table.rows[i][0] || {};
         const href = runsHref(m.run_spec_names);
         body.appendChild(h("tr", {},
           h("td", { class: "model", "data-row": i }, href ? h("a", { href }, m.value) : m.value),
-          table.header.slice(1).map((_, k) => valueCell(table, table.rows[i], i, k + 1, ts))));
+          cols.map(c => valueCell(table, table.rows[i], i, c, ts))));
       }
       t.appendChild(body);
     }
     wrap.replaceChildren(t);
   };
   draw();
-  return wrap;
+  if (cols.length) box.appendChild(wrap);
+  else box.appendChild(h("p", { class: "muted no-values" }, "No model has a value in this table."));
+  if (empty.length && cols.length) {
+    box.appendChild(h("details", { class: "hidden-rows" },
+      h("summary", {}, `${empty.length} ${empty.length === 1 ? "row" : "rows"} with no value for any model not shown`),
+      h("ul", {}, empty.map(c => h("li", { title: plainText(table.header[c].description) || null }, table.header[c].value)))));
+  }
+  return box;
+}
+
+/* The glossary of a group's page: the mean win rate, then every metric shown in its tables in the
+   schema's words (one entry per short name and description: the per-benchmark "… Jury Score" metrics
+   share one), then what "-" means. */
+function glossary(g) {
+  const terms = new Map();   // term -> {texts: Map(description -> Set(display names)), extra}
+  const add = (term, display, text, extra) => {
+    const e = terms.get(term) || { texts: new Map(), extra };
+    terms.set(term, e);
+    if (!e.texts.has(text)) e.texts.set(text, new Set());
+    if (display) e.texts.get(text).add(display);
+  };
+  const metrics = g.metrics || {};
+  for (const t of g.tables) {
+    for (let c = 1; c < t.header.length; c++) {
+      if (!columnHasValue(t, c)) continue;
+      const hd = t.header[c];
+      const mname = (t.metrics || [])[c];
+      if (hd.value === "Mean win rate" && !mname) {
+        add("Mean win rate", null, hd.description || "",
+          "For each benchmark column, a model's win rate is the share of the other models with a value " +
+          "that it beats (a tie counts half); the mean averages these over the columns where the model has a value.");
+        continue;
+      }
+      const m = mname ? metrics[mname] : null;
+      if (!m) continue;
+      const better = m.lower_is_better === true ? "Lower is better." : m.lower_is_better === false ? "Higher is better." : "";
+      add(m.short_display_name || m.display_name || mname, m.display_name || mname, m.description || "", better);
+    }
+  }
+  if (!terms.size) return null;
+  add("-", null, "No value: no run of this model matched, or its runs have no value for this metric (hover a cell for which).", "");
+  const entries = [];
+  for (const [term, e] of terms) {
+    const texts = [...e.texts].map(([text, names]) => {
+      const only = names.size === 1 ? [...names][0] : null;
+      return (only && only !== term ? only + ": " : "") + text;
+    });
+    entries.push(h("dt", {}, term), h("dd", {}, texts.map((x, i) => [i ? " " : "", markdownText(x)]), e.extra ? " " + e.extra : ""));
+  }
+  return h("section", { id: "glossary", class: "glossary" },
+    h("h2", {}, "Glossary"),
+    h("p", { class: "muted" }, "In the words of the leaderboard's schema. Hover a row's name for its benchmark and metric."),
+    h("dl", {}, entries));
 }
 
 async function showGroup(name) {
@@ -327,23 +442,31 @@ async function showGroup(name) {
       g.subgroups.map((sname, i) => {
         const sg = known.get(sname);
         const label = (sg && sg.display_name) || sname;
-        return [i ? ", " : "", sg && sg.has_tables ? h("a", { href: "#/group/" + enc(sname) }, label) : label];
+        const tip = sg && sg.description ? plainText(sg.description) : null;
+        return [i ? ", " : "", sg && sg.has_tables ? h("a", { href: "#/group/" + enc(sname), title: tip }, label)
+          : h("span", { title: tip }, label)];
       })));
   }
   if (!g.tables.length) out.push(h("p", { class: "note" }, "No runs of this group in " + state.meta.target + "."));
+  const gloss = glossary(g);
   const tools = h("div", { class: "toolbar" },
     h("button", { id: "transpose", onclick: () => { state.transposed = !state.transposed; showGroup(name); } },
       state.transposed ? "Models as rows" : "Models as columns"),
+    h("button", { id: "one-order", title: "undo the sorting of every table",
+      onclick: () => { state.tableState = {}; showGroup(name); } }, "One model order"),
     state.meta.has_comparison ? h("label", {}, h("input", { type: "checkbox", id: "show-published",
       checked: state.showPublished ? "checked" : null,
       onchange: e => { state.showPublished = e.target.checked; showGroup(name); } }), " show published values") : null,
-    h("span", {}, "Click a value for its run's instances. Sorted by column 1 (as HELM does) until you choose."));
+    gloss ? h("button", { id: "to-glossary", onclick: () => document.getElementById("glossary").scrollIntoView() }, "Glossary") : null,
+    h("span", { id: "order-note" }, "Models in one order on every table: mean win rate on the main leaderboard, best first. " +
+      "↕ sorts one table; a value opens its run's instances."));
   out.push(tools);
   g.tables.forEach((t, i) => {
     out.push(h("section", { class: "lb-section", "data-index": i },
       h("h2", {}, t.title),
       renderTable(t, g.name + "/" + i)));
   });
+  if (gloss) out.push(gloss);
   setView(...out);
 }
 
@@ -380,8 +503,8 @@ function instanceCard(run, inst) {
     card.appendChild(h("h4", {}, "Jury score"));
     card.appendChild(h("table", { class: "plain" },
       h("tr", {}, h("th", {}, "metric"), h("th", {}, "HELM value"), h("th", {}, "corrected (failed judges left out)"), h("th", {}, "judges ok")),
-      inst.jury.map(j => h("tr", {}, h("td", {}, j.metric), h("td", { class: "num" }, fmt(j.helm_value)),
-        h("td", { class: "num" }, fmt(j.corrected_value)), h("td", { class: "num" }, `${j.judges_ok} / ${j.judges_total}`)))));
+      inst.jury.map(j => h("tr", {}, h("td", {}, j.metric), h("td", { class: "num" }, num3(j.helm_value)),
+        h("td", { class: "num" }, num3(j.corrected_value)), h("td", { class: "num" }, `${j.judges_ok} / ${j.judges_total}`)))));
   }
   if (inst.judges && inst.judges.length) {
     card.appendChild(h("h4", {}, "Judges"));
@@ -422,8 +545,12 @@ async function showRun(suite, runName) {
   const out = [h("p", { class: "muted" },
     run.benchmark ? h("a", { href: "#/group/" + enc(run.benchmark) }, run.benchmark_display_name || run.benchmark) : "run",
     " › ", run.display_name || run.model_deployment || "")];
-  out.push(h("h1", { id: "run-title" }, run.run_name));
+  const words = runWords(run);
+  out.push(h("h1", { id: "run-title", title: run.run_name }, words.benchmark + " · " + words.model));
+  if (words.args.length) out.push(h("p", { id: "run-args", class: "run-args" },
+    words.args.map(([k, v], i) => [i ? " · " : "", h("span", { class: "arg-key" }, k.replace(/_/g, " ")), ": ", v])));
   const kv = h("dl", { class: "kv" },
+    h("dt", {}, "run"), h("dd", {}, h("code", { id: "run-name" }, run.run_name)),
     h("dt", {}, "suite"), h("dd", {}, run.suite),
     h("dt", {}, "model"), h("dd", {}, (run.display_name || "") + (run.model_deployment ? "  (" + run.model_deployment + ")" : "")),
     h("dt", {}, "tier"), h("dd", {}, h("span", { class: "badge " + run.tier }, run.tier),
@@ -431,8 +558,10 @@ async function showRun(suite, runName) {
         : (!run.shareable && !STATIC ? h("span", { class: "muted" }, "  private text: shown on this local page only, redacted by export") : null)),
     run.description ? [h("dt", {}, "run entry"), h("dd", {}, run.description)] : null,
     run.adapter_method ? [h("dt", {}, "method"), h("dd", {}, run.adapter_method)] : null,
-    main.name ? [h("dt", {}, "main metric"), h("dd", {}, (main.display_name || main.name) + " = " + fmt(mainStat ? mainStat.mean : undefined) +
-      (main.split ? "  (" + main.split + ")" : ""))] : null,
+    main.name ? [h("dt", {}, "main metric"), h("dd", { title: plainText(main.description) || null },
+      (main.display_name || main.name) + " = " + num3(mainStat ? mainStat.mean : undefined) +
+      (main.split ? "  (" + main.split + ")" : ""),
+      main.description ? h("span", { class: "muted metric-desc" }, " — " + plainText(main.description)) : null)] : null,
     run.wrong_rule ? [h("dt", {}, "wrong answer"), h("dd", {}, run.wrong_rule)] : null,
     Object.keys(run.judge_status || {}).length ? [h("dt", {}, "judge status"), h("dd", {},
       Object.entries(run.judge_status).map(([k, v]) => h("span", { class: "badge " + k, style: "margin-right:6px" }, k + ": " + v)))] : null);
@@ -461,6 +590,13 @@ async function showRun(suite, runName) {
   draw();
 }
 
+/* Runs by the page's model order, then benchmark. */
+function orderRuns(runs) {
+  const pos = modelPosition();
+  return runs.map((r, i) => [r, i]).sort(([a, ia], [b, ib]) =>
+    (pos(a.display_name) - pos(b.display_name)) || benchmarkOf(a).localeCompare(benchmarkOf(b)) || ia - ib).map(([r]) => r);
+}
+
 async function showRuns(names) {
   markSidebar(null);
   const all = await api("runs");
@@ -468,17 +604,20 @@ async function showRuns(names) {
   const runs = all.filter(r => !wanted || wanted.has(r.run_name));
   setView(h("h1", {}, names ? "Runs of this cell" : "All runs"),
     h("table", { class: "plain", id: "runs-table" },
-      h("tr", {}, h("th", {}, "run"), h("th", {}, "model"), h("th", {}, "groups"), h("th", {}, "suite"), h("th", {}, "tier")),
-      runs.map(r => h("tr", {}, h("td", {}, h("a", { href: runHref(r.run_name, r.suite) }, r.run_name)),
-        h("td", {}, r.display_name || ""), h("td", {}, (r.groups || []).join(", ")), h("td", {}, r.suite),
-        h("td", {}, h("span", { class: "badge " + r.tier }, r.tier))))));
+      h("tr", {}, h("th", {}, "benchmark"), h("th", {}, "model"), h("th", {}, "arguments"), h("th", {}, "suite"), h("th", {}, "tier")),
+      orderRuns(runs).map(r => {
+        const w = runWords(r);
+        return h("tr", {}, h("td", {}, h("a", { href: runHref(r.run_name, r.suite), title: r.run_name }, w.benchmark)),
+          h("td", {}, w.model), h("td", {}, w.args.map(([k, v]) => k.replace(/_/g, " ") + ": " + v).join(" · ")),
+          h("td", {}, r.suite), h("td", {}, h("span", { class: "badge " + r.tier }, r.tier)));
+      })));
 }
 
 // ------------------------------------------------------------------ reproduced vs published
 
 function comparisonScatter(group) {
   const pts = group.points.map(p => ({ x: p.published, y: p.rebuilt, cls: p.equal ? "" : "diff",
-    title: `${p.row} · ${p.column}\npublished ${fmt(p.published)}, rebuilt ${fmt(p.rebuilt)}` + (p.cause ? `\ncause: ${p.cause}` : "") }));
+    title: `${p.row} · ${p.column}\npublished ${num3(p.published)}, rebuilt ${num3(p.rebuilt)}` + (p.cause ? `\ncause: ${p.cause}` : "") }));
   return figure(group.title, scatterPlot(pts, { square: true, diagonal: true, xLabel: "published", yLabel: "reproduced", width: 320, height: 280 }));
 }
 
@@ -515,7 +654,7 @@ async function showCompare() {
       rows.slice(0, 2000).map(r => h("tr", { class: r.equal ? "" : "diff" },
         h("td", {}, h("a", { href: "#/group/" + enc(r.group_name) }, r.group_name)), h("td", {}, r.table_title),
         h("td", {}, r.row_name), h("td", {}, r.column_name),
-        h("td", { class: "num" }, fmt(r.published_value)), h("td", { class: "num" }, fmt(r.rebuilt_value)),
+        h("td", { class: "num" }, num3(r.published_value)), h("td", { class: "num" }, num3(r.rebuilt_value)),
         h("td", { class: "num" }, r.abs_diff === null || r.abs_diff === undefined ? "-" : String(r.abs_diff)),
         h("td", {}, r.verdict), h("td", {}, r.cause || "")))),
       rows.length > 2000 ? h("p", { class: "muted" }, `first 2000 of ${rows.length}`) : "");
@@ -529,9 +668,22 @@ async function showCompare() {
 
 // ------------------------------------------------------------------ plots page
 
+/* A model's place in the page's one order (server: the main leaderboard's mean win rate, best first). */
+function modelPosition() {
+  const order = (state.groups && state.groups.model_order) || [];
+  const at = new Map(order.map((m, i) => [m, i]));
+  return m => at.has(m) ? at.get(m) : order.length;
+}
+function byModelOrder(items, name) {
+  const pos = modelPosition();
+  return items.map((x, i) => [x, i]).sort(([a, ia], [b, ib]) =>
+    (pos(name(a)) - pos(name(b))) || String(name(a)).localeCompare(String(name(b))) || ia - ib).map(([x]) => x);
+}
+
 function heatmap(cells) {
   // model x category: each cell shaded by the mean win rate in the category (0 white .. 1 dark blue)
-  const cats = [...new Set(cells.map(c => c.category))], models = [...new Set(cells.map(c => c.model))];
+  const cats = [...new Set(cells.map(c => c.category))];
+  const models = byModelOrder([...new Set(cells.map(c => c.model))], m => m);
   const at = new Map(cells.map(c => [c.model + "\u0000" + c.category, c]));
   return h("table", { class: "heatmap" },
     h("thead", {}, h("tr", {}, h("th", {}, "Model"), cats.map(c => h("th", {}, c)))),
@@ -539,8 +691,8 @@ function heatmap(cells) {
       const cell = at.get(m + "\u0000" + c);
       const w = cell ? cell.mean_win_rate : null;
       const style = w === null || w === undefined ? "" : `background: rgba(31, 91, 176, ${0.1 + 0.8 * w}); color: ${w > 0.55 ? "#fff" : "#000"}`;
-      return h("td", { class: "heat", style, title: cell ? `${m} · ${c}: mean win rate ${fmt(w)}, macro-average ${fmt(cell.macro_avg)}` : null },
-        fmt(w));
+      return h("td", { class: "heat", style, title: cell ? `${m} · ${c}: mean win rate ${num3(w)}, macro-average ${num3(cell.macro_avg)}` : null },
+        num3(w));
     })))));
 }
 
@@ -548,7 +700,7 @@ async function showPlots() {
   markSidebar(null);
   const p = await api("plots");
   const out = [h("h1", {}, "Plots")];
-  const wr = (p.win_rate || []).slice().sort((a, b) => (b.value ?? -1) - (a.value ?? -1));
+  const wr = byModelOrder(p.win_rate || [], x => x.model);
   out.push(h("h2", {}, "Mean win rate by model" + (p.win_rate_table ? " (" + p.win_rate_table + ")" : "")));
   out.push(wr.length ? h("div", { id: "plot-win-rate" }, figure("Mean win rate", barChart(wr.map(x => ({ label: x.model, value: x.value, low: x.low, high: x.high, rank_low: x.rank_low, rank_high: x.rank_high })), { max: 1 })))
     : h("p", { class: "muted" }, "No mean win rate in this leaderboard."));
@@ -563,7 +715,7 @@ async function showPlots() {
   out.push(h("h2", {}, "Cost vs score"));
   const cpts = cost.points.filter(x => x.cost !== null && x.cost !== undefined && x.score !== null && x.score !== undefined);
   out.push(cpts.length ? h("div", { id: "plot-cost" }, figure(`${unit} vs mean win rate`,
-    scatterPlot(cpts.map(x => ({ x: x.cost, y: x.score, label: x.model, title: `${x.model}: ${fmt(x.cost)} ${cost.unit}, ${fmt(x.score)}` })),
+    scatterPlot(cpts.map(x => ({ x: x.cost, y: x.score, label: x.model, title: `${x.model}: ${num3(x.cost)} ${cost.unit}, mean win rate ${num3(x.score)}` })),
       { xLabel: unit, yLabel: "mean win rate", width: 560, height: 340, zeroX: true })),
     h("p", { class: "muted" }, "source: " + cost.source + (cost.unit === "USD" ? "" : " (no dollar cost recorded for these completions)")))
     : h("p", { class: "muted", id: "plot-cost" }, "No cost or token counts for this target."));
@@ -577,8 +729,8 @@ function renderSidebar() {
   const gs = state.groups.groups;
   const byName = new Map(gs.map(g => [g.name, g]));
   const link = (g, cls) => h("li", { class: (cls || "") + (g.has_tables ? "" : " none") },
-    g.has_tables ? h("a", { href: "#/group/" + enc(g.name), "data-group": g.name }, g.display_name)
-      : h("a", { title: "no runs" }, g.display_name));
+    g.has_tables ? h("a", { href: "#/group/" + enc(g.name), "data-group": g.name, title: plainText(g.description) || null }, g.display_name)
+      : h("a", { title: [plainText(g.description), "(no runs)"].filter(Boolean).join("\n") }, g.display_name));
   const top = byName.get(state.groups.top);
   const parts = [];
   if (top) parts.push(h("h3", {}, "Leaderboard"), h("ul", {}, link(top)));
