@@ -289,11 +289,7 @@ OPENAI_COMPATIBLE_CLIENTS = {
     "helm.clients.openai_client.OpenAIClient",
     "helm.clients.openai_client.OpenAILegacyCompletionsClient",
     VLLM_CHAT_CLIENT,
-    "helm.clients.together_client.TogetherChatClient",
-}
-TOGETHER_CHAT_CLIENT = "helm.clients.together_client.TogetherChatClient"
-# Where HELM's TogetherChatClient sends (the `together` SDK's default base URL) when no base_url is given.
-TOGETHER_BASE_URL = "https://api.together.xyz/v1"
+}  # HELM's TogetherChatClient: clients/together.py (Together's SDK wire, not OpenAI's)
 
 
 @functools.lru_cache(maxsize=16)
@@ -322,14 +318,9 @@ def openai_compatible_client(deployment, credentials, max_concurrency: int | Non
     if deployment.client_spec.class_name == VLLM_CHAT_CLIENT:
         # HELM's VLLMChatClient: api_key "EMPTY" (a vLLM server wants none), vllm_model_name as the model.
         key, model_name = "EMPTY", args.get("vllm_model_name")
-    elif deployment.client_spec.class_name == TOGETHER_CHAT_CLIENT:
-        # HELM's TogetherChatClient: Together's API (key: togetherApiKey or $TOGETHER_API_KEY), together_model.
-        key, model_name = resolve_api_key(deployment, credentials).get_secret_value(), args.get("together_model")
     else:
         key, model_name = resolve_api_key(deployment, credentials).get_secret_value(), args.get("openai_model_name")
     base_url = resolve_base_url(deployment, credentials)
-    if base_url is None and deployment.client_spec.class_name == TOGETHER_CHAT_CLIENT:
-        base_url = TOGETHER_BASE_URL
     return apply_edition_switches(OpenAICompatibleClient(
         base_url=base_url,
         api_key=key,

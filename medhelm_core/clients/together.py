@@ -33,14 +33,23 @@ HELM's constructor never receives: a `base_url` client_spec arg or `<org>BaseUrl
 
 Rate limits: Together's `x-ratelimit-remaining`/`x-ratelimit-reset` (requests) and
 `x-tokenlimit-remaining` (tokens) are given the limiter's names; `retry-after` is kept.
+
+Also here: HELM's TogetherChatClient and TogetherCompletionClient (Together's `/v1/chat/completions`
+and `/v1/completions` as the `together` SDK 1.6.0 sends them, with the model's default stop tokens
+from `GET /v1/models`): see the section below.
 """
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
+import platform
+import re
+import threading
 import time
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 import httpx
 from pydantic import SecretStr
@@ -213,7 +222,8 @@ def _api_key(deployment, credentials, env: Mapping[str, str] | None = None) -> s
     except MedhelmError as e:
         if env.get(TOGETHER_API_KEY_ENV):
             return env[TOGETHER_API_KEY_ENV]
-        raise MedhelmError(f"{e}, ${TOGETHER_API_KEY_ENV}") from None
+        said = f"${TOGETHER_API_KEY_ENV}" in str(e)  # resolve_api_key names it for the vendor's own endpoint
+        raise MedhelmError(str(e) if said else f"{e}, ${TOGETHER_API_KEY_ENV}") from None
 
 
 @model_api(CLASS_NAME)
@@ -231,3 +241,512 @@ def together_client(deployment, credentials, max_concurrency: int | None = None,
         url=inference_url(resolve_base_url(deployment, credentials)),
         timeout_s=timeout_s,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# TogetherChatClient / TogetherCompletionClient: Together's OpenAI-style API through its `together`
+# SDK (HELM 0.5.16's [together] extra: together~=1.1, i.e. 1.6.0 on Python 3.11), sent here with
+# httpx as that SDK puts it on the wire.
+#
+# Wire (together 1.6.0): `POST <base>/chat/completions` (`/completions` for the completion class),
+# base = $TOGETHER_BASE_URL or https://api.together.xyz/v1 (HELM passes the SDK no base URL; ours also
+# takes a `base_url` arg / `<org>BaseUrl`), with a trailing "/" enforced. Headers: Authorization
+# (Bearer), User-Agent "Together/v1 PythonBindings/1.6.0", X-Together-Client-User-Agent (JSON
+# metadata), Content-Type application/json. Body: `json.dumps` (default separators, ASCII) of the
+# SDK's request model dumped with exclude_none, so keys in the model's field order:
+#   chat:       messages, model, max_tokens, stop, temperature, top_p, top_k, stream(false), logprobs,
+#               echo, n[, response_format]
+#   completion: prompt, model, max_tokens, stop, temperature, top_p, top_k, stream(false), logprobs,
+#               echo, n
+# temperature/top_p as floats (pydantic coerces 0 -> 0.0), `logprobs` = 0 with `disable_logprobs`
+# else min(top_k_per_token, 1), `top_k` = top_k_per_token, `echo` = echo_prompt, `n` = num_completions,
+# `stop` = the request's stop sequences + the model's default stop tokens. Those HELM gets once per
+# process from `GET <base>/models` (each model's `config["stop"]`, by lower-cased id; a model not in
+# the list: HELM raises "Unknown together_model ..." and the run fails). Here: once per base URL.
+#
+# Result (HELM's make_request): per choice, tokens from `logprobs.tokens`/`token_logprobs` (up to the
+# first missing token text; a missing logprob counts 0.0), logprob = their sum (0.0 without tokens),
+# text = message content through the output processor, then `parse_thinking` (per model name) or the
+# message's `reasoning_content` / `reasoning` as `thinking`. No finish_reason (HELM never sets it for
+# this class) and no truncate_sequence. HELM's failed results (any SDK error) have no error_flags, so
+# HELM retries them and then fails the run: here they are classified for the engine's retries.
+# ---------------------------------------------------------------------------------------------
+CHAT_CLASS_NAME = "helm.clients.together_client.TogetherChatClient"
+COMPLETION_CLASS_NAME = "helm.clients.together_client.TogetherCompletionClient"
+TOGETHER_BASE_URL = "https://api.together.xyz/v1"
+TOGETHER_BASE_URL_ENV = "TOGETHER_BASE_URL"
+TOGETHER_SDK_VERSION = "1.6.0"  # the SDK whose wire this reproduces (crfm-helm[together] resolves to it)
+_CHAT_ARGS = {"together_model", "disable_logprobs", "output_processor", "parse_thinking", "api_key", "base_url"}
+_COMPLETION_ARGS = {"together_model", "disable_logprobs", "api_key", "base_url"}
+# together.types.common.FinishReason: any other value fails the SDK's response model.
+_FINISH_REASONS = {"length", "stop", "eos", "tool_calls", "error", ""}
+_ROLES = {"assistant", "system", "user", "tool"}
+_CONTENT_TYPES = {"text", "image_url", "video_url", "audio_url"}
+
+
+def sdk_base_url(base_url: str | None, env: Mapping[str, str] | None = None) -> str:
+    """The SDK's base URL: the given one, else $TOGETHER_BASE_URL, else Together's; always ending in "/"."""
+    env = os.environ if env is None else env
+    base = base_url or env.get(TOGETHER_BASE_URL_ENV) or TOGETHER_BASE_URL
+    return base if base.endswith("/") else base + "/"
+
+
+def _sdk_headers(api_key: str) -> dict[str, str]:
+    """together.utils.get_headers (a POST adds Content-Type)."""
+    metadata = {
+        "bindings_version": TOGETHER_SDK_VERSION,
+        "httplib": "requests",
+        "lang": "python",
+        "lang_version": platform.python_version(),
+        "platform": platform.platform(),
+        "publisher": "together",
+        "uname": " ".join(v for k, v in platform.uname()._asdict().items() if k != "node"),
+    }
+    return {"X-Together-Client-User-Agent": json.dumps(metadata), "Authorization": f"Bearer {api_key}",
+            "User-Agent": f"Together/v1 PythonBindings/{TOGETHER_SDK_VERSION}"}
+
+
+# -- the SDK's request models, dumped with exclude_none ------------------------------------------
+def _dump_part(part: Any) -> dict:
+    """ChatCompletionMessageContent: type, text, image_url, video_url, audio_url, then extra keys."""
+    if not isinstance(part, dict) or part.get("type") not in _CONTENT_TYPES:
+        raise ValueError(f"invalid message content part {part!r}")
+    out: dict[str, Any] = {"type": part["type"]}
+    for key in ("text", "image_url", "video_url", "audio_url"):
+        value = part.get(key)
+        if value is None:
+            continue
+        if key == "text":
+            if not isinstance(value, str):
+                raise ValueError(f"invalid message text {value!r}")
+            out[key] = value
+        else:
+            if not isinstance(value, dict) or not isinstance(value.get("url"), str):
+                raise ValueError(f"invalid {key} {value!r}")
+            out[key] = {"url": value["url"], **{k: v for k, v in value.items() if k != "url" and v is not None}}
+    out.update((k, v) for k, v in part.items() if k not in out and k not in ("text", "image_url", "video_url",
+                                                                           "audio_url") and v is not None)
+    return out
+
+
+def _dump_message(message: Any) -> dict:
+    """ChatCompletionMessage: role, content, tool_calls, then extra keys (None values dropped)."""
+    if not isinstance(message, dict) or str(message.get("role")) not in _ROLES:
+        raise ValueError(f"invalid message {message!r}")
+    out: dict[str, Any] = {"role": str(message["role"])}
+    content = message.get("content")
+    if isinstance(content, str):
+        out["content"] = content
+    elif isinstance(content, list):
+        out["content"] = [_dump_part(p) for p in content]
+    elif content is not None:
+        raise ValueError(f"invalid message content {content!r}")
+    if message.get("tool_calls") is not None:
+        out["tool_calls"] = message["tool_calls"]
+    out.update((k, v) for k, v in message.items() if k not in ("role", "content", "tool_calls") and v is not None)
+    return out
+
+
+def _float(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"not a number: {value!r}")
+    return float(value)
+
+
+def _int(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        raise ValueError(f"not an integer: {value!r}")
+    return int(value)
+
+
+def _sampling(raw: dict, request: dict, stop: list[str], disable_logprobs: bool) -> None:
+    """The keys after `model`, in the SDK models' order, None values left out."""
+    for key, value in (("max_tokens", _int(request.get("max_tokens"))),
+                       ("stop", [str(s) for s in stop]),
+                       ("temperature", _float(request.get("temperature"))),
+                       ("top_p", _float(request.get("top_p"))),
+                       ("top_k", _int(request.get("top_k_per_token"))),
+                       ("stream", False),
+                       ("logprobs", 0 if disable_logprobs else _int(min(request["top_k_per_token"], 1))),
+                       ("echo", None if request.get("echo_prompt") is None else bool(request["echo_prompt"])),
+                       ("n", _int(request.get("num_completions")))):
+        if value is not None:
+            raw[key] = value
+
+
+def _jpeg_base64(path: str) -> str:
+    """HELM's encode_base64: the image re-encoded by Pillow as an RGB JPEG."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    with Image.open(path) as image:
+        image.convert("RGB").save(buffer, format="JPEG")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def helm_messages(request: dict) -> list[dict]:
+    """TogetherChatClient's messages: the request's, else its multimodal prompt as one user message,
+    else the prompt as one (after HELM's Request.validate)."""
+    messages, prompt, multimodal = request.get("messages"), request.get("prompt"), request.get("multimodal_prompt")
+    if (messages and prompt) or (messages and multimodal) or (prompt and multimodal):
+        raise ValueError("Exactly one of the messages, prompt, multimodal_prompt fields should be set")
+    if messages:
+        return list(messages)
+    if multimodal:
+        contents = []
+        for media in multimodal.get("media_objects") or []:
+            kind = (media.get("content_type") or "").split("/")[0]
+            if kind == "image" and media.get("location"):
+                location = media["location"]
+                if urlsplit(location).scheme not in ("http", "https"):  # a local file: sent inline
+                    location = f"data:image/jpeg;base64,{_jpeg_base64(location)}"
+                contents.append({"type": "image_url", "image_url": {"url": location}})
+            elif kind == "text":
+                if media.get("text") is None:
+                    raise ValueError("Media object with text content type must have text set")
+                contents.append({"type": "text", "text": media["text"]})
+            else:
+                raise ValueError(f"Unrecognized MediaObject type {media.get('content_type')}")
+        return [{"role": "user", "content": contents}]
+    return [{"role": "user", "content": request["prompt"]}]
+
+
+# -- thinking parsers (HELM's _parse_thinking, chosen by the request's model name) ---------------
+def _think_split(pattern_full: str, pattern_open: str, text: str) -> tuple[str, str]:
+    match = re.match(pattern_full, text, re.DOTALL)
+    if match:
+        return match.group(1), match.group(2)
+    match = re.match(pattern_open, text, re.DOTALL)
+    if match:
+        return match.group(1), ""
+    return text, ""
+
+
+def parse_thinking(text: str, model_name: str) -> tuple[str, str]:
+    """(thinking, answer) as HELM splits a deepseek-r1 / qwen3 / glm-4.5 reply."""
+    if "deepseek-r1" in model_name or "qwen3" in model_name:
+        return _think_split(r"<think>\n(.*)\n</think>\n{0,2}(.*)", r"<think>\n?(.*)", text)
+    if "glm-4.5" in model_name:
+        return _think_split(r"\n<think>(.*)</think>(.*)", r"\n<think>(.*)", text)
+    raise ValueError(f"No thinking parser available for model {model_name}")
+
+
+def _sdk_error_text(error: dict) -> str:
+    """The SDK's text of an API error (its TogetherErrorResponse dumped without None values)."""
+    fields = {"message": error.get("message"), "type_": error.get("type"), "param": error.get("param"),
+              "code": error.get("code")}
+    fields.update((k, v) for k, v in error.items() if k not in ("message", "type", "param", "code"))
+    return json.dumps({k: v for k, v in fields.items() if v is not None})
+
+
+class _Failed(Exception):
+    def __init__(self, attempt: Attempt):
+        self.attempt = attempt
+
+
+class _StopTokens:
+    """HELM's default stop tokens: `GET <base>/models` once (per base URL here; per process in HELM),
+    then each model's config["stop"] by lower-cased id. A failed fetch is not remembered."""
+
+    _tables: dict[str, dict[str, list]] = {}
+    _lock = threading.Lock()
+
+    @classmethod
+    def remember(cls, base_url: str, table: Mapping[str, list]) -> None:
+        with cls._lock:
+            cls._tables[sdk_base_url(base_url)] = {k.lower(): list(v) for k, v in table.items()}
+
+    @classmethod
+    def forget(cls) -> None:
+        with cls._lock:
+            cls._tables.clear()
+
+    @classmethod
+    def get(cls, client: "_TogetherSDKClient", together_model: str) -> list:
+        with cls._lock:  # held while fetching, as HELM does: one fetch, not one per thread
+            table = cls._tables.get(client.base_url)
+            if table is None:
+                table = client._fetch_stop_tokens()
+                cls._tables[client.base_url] = table
+        stop = table.get(together_model.lower())
+        if stop is None:
+            raise _Failed(Attempt(FATAL_ENDPOINT, message=f"Unknown together_model {together_model}"))
+        return stop
+
+
+def remember_stop_tokens(base_url: str, table: Mapping[str, list]) -> None:
+    """Give the models list of an API (model id -> default stop tokens) without fetching it: for
+    stand-ins that serve no `GET /models`."""
+    _StopTokens.remember(base_url, table)
+
+
+class _TogetherSDKClient(BlockingClient):
+    """What the two SDK classes share: auth, base URL, the models list, HTTP and error classification."""
+
+    _path = ""
+    _name = ""
+
+    def __init__(self, api_key: str, together_model: str | None = None, base_url: str | None = None,
+                 disable_logprobs: bool = False, timeout_s: float = 600.0, http_client: httpx.Client | None = None):
+        self._secret = api_key or ""
+        self._headers = _sdk_headers(api_key)
+        self.together_model = together_model
+        self.disable_logprobs = bool(disable_logprobs)
+        self.base_url = sdk_base_url(base_url)
+        self.url = self.base_url + self._path
+        # The SDK's requests session has the same timeout (600 s by default); no SDK-side retries here.
+        self._http = http_client or httpx.Client(timeout=timeout_s, follow_redirects=True)
+
+    def __repr__(self) -> str:
+        return f"{self._name}(url={self.url!r}, together_model={self.together_model!r})"
+
+    def redact(self, text: str) -> str:
+        return redact(text, self._secret)
+
+    @property
+    def endpoint(self) -> str:
+        return endpoint_origin(self.base_url)
+
+    def model_for(self, request: dict) -> str:
+        return self.together_model if self.together_model is not None else request["model"]
+
+    # -- HTTP ---------------------------------------------------------------------------------
+    def _send(self, method: str, url: str, body: bytes | None) -> httpx.Response:
+        headers = dict(self._headers)
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        try:
+            return self._http.request(method, url, content=body, headers=headers)
+        except httpx.TimeoutException:
+            raise _Failed(Attempt(TIMEOUT, message="Request timed out")) from None
+        except httpx.HTTPError as e:
+            raise _Failed(Attempt(CONNECTION, message=self.redact(f"Error communicating with API: {e}"))) from None
+
+    def _reply(self, response: httpx.Response) -> tuple[Any, dict[str, str]]:
+        """The SDK's _interpret_response_line: the JSON of a 2xx reply, or the classified error."""
+        headers = translate_rate_limit_headers(response.headers)
+        status = response.status_code
+        text = response.text
+        if "text/plain" in response.headers.get("content-type", ""):
+            data: Any = {"message": text}
+        else:
+            try:
+                data = json.loads(text) if status != 204 else {}
+            except ValueError:
+                data = None
+        if 200 <= status < 300:
+            if data is None:
+                raise _Failed(Attempt(SERVER_ERROR, message=self.redact(f"Error code: {status} -{text[:500]}"),
+                                      status=status, headers=headers))
+            return data, headers
+        error = data.get("error") if isinstance(data, dict) else None
+        detail = _sdk_error_text(error) if isinstance(error, dict) else text[:500]
+        message = self.redact(f"Error code: {status} - {detail}")
+        if status == 429:
+            kind = RATE_LIMITED
+        elif status >= 500 or status in (408, 409):
+            kind = SERVER_ERROR
+        elif status in (401, 403, 404):
+            kind = FATAL_ENDPOINT
+        else:
+            kind = FATAL
+        raise _Failed(Attempt(kind, message=message, status=status, headers=headers,
+                              retry_after_s=retry_after_seconds(headers) if kind in (RATE_LIMITED, SERVER_ERROR)
+                              else None))
+
+    def _fetch_stop_tokens(self) -> dict[str, list]:
+        data, _ = self._reply(self._send("GET", self.base_url + "models", None))
+        try:
+            # HELM reads `config["stop"]` of every model in the list (one without: HELM fails).
+            return {str(m["id"]).lower(): list(m["config"]["stop"]) for m in data}
+        except (KeyError, TypeError) as e:
+            raise _Failed(Attempt(SERVER_ERROR, message=f"malformed Together models list: {e!r}")) from None
+
+    # -- one attempt --------------------------------------------------------------------------
+    def attempt(self, request: dict) -> Attempt:
+        """Send the request once and classify. Never raises for HTTP outcomes."""
+        try:
+            try:
+                raw = self.raw_request(request)
+            except (KeyError, TypeError, ValueError, OverflowError, OSError, ImportError) as e:
+                return Attempt(FATAL, message=f"invalid request: {e}")
+            try:
+                body = json.dumps(raw, allow_nan=False).encode()
+            except (TypeError, ValueError) as e:
+                return Attempt(FATAL, message=f"invalid request: {e}")
+            start = time.time()
+            data, headers = self._reply(self._send("POST", self.url, body))
+            elapsed = time.time() - start
+            try:
+                completions = self._completions(data, request)
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                # HELM: the SDK's response model rejects it (a failed result, retried) or its parser raises
+                return Attempt(SERVER_ERROR, message=self.redact(f"malformed Together response: {e}"),
+                               status=200, headers=headers)
+        except _Failed as failed:
+            return failed.attempt
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
+        result = {"success": True, "embedding": [], "completions": completions, "cached": False,
+                  "request_time": elapsed, "request_datetime": int(start)}
+        # HELM cuts nothing: the texts are as the API returned them.
+        return Attempt(OK, result=result, status=200, headers=headers,
+                       usage={"prompt_tokens": usage.get("prompt_tokens"),
+                              "completion_tokens": usage.get("completion_tokens")} if usage else None,
+                       untruncated=[c["text"] for c in completions] if request.get("stop_sequences") else None)
+
+    def _stop(self, request: dict, model: str) -> list:
+        return list(request.get("stop_sequences") or []) + _StopTokens.get(self, model)
+
+    @staticmethod
+    def _choices(data: Any) -> list:
+        if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
+            raise ValueError("no choices")
+        for choice in data["choices"]:
+            if not isinstance(choice, dict):
+                raise ValueError(f"invalid choice {choice!r}")
+            if choice.get("finish_reason") is not None and choice["finish_reason"] not in _FINISH_REASONS:
+                raise ValueError(f"invalid finish_reason {choice['finish_reason']!r}")
+        return data["choices"]
+
+    @staticmethod
+    def _tokens(choice: dict) -> tuple[list, float]:
+        """Tokens from Together's logprobs ({tokens, token_logprobs}); a missing logprob counts 0.0."""
+        logprobs = choice.get("logprobs")
+        if logprobs is None:
+            return [], 0.0
+        if not isinstance(logprobs, dict):
+            raise ValueError(f"invalid logprobs {logprobs!r}")
+        texts, values = logprobs.get("tokens") or [], logprobs.get("token_logprobs") or []
+        tokens = []
+        for i in range(max(len(texts), len(values))):
+            text = texts[i] if i < len(texts) else None
+            if text is None:
+                break
+            value = values[i] if i < len(values) else None
+            if not isinstance(text, str) or (value is not None and (isinstance(value, bool) or
+                                                                    not isinstance(value, (int, float)))):
+                raise ValueError(f"invalid logprobs {logprobs!r}")
+            tokens.append({"text": text, "logprob": float(value) if value else 0.0})
+        return tokens, (sum(t["logprob"] for t in tokens) if tokens else 0.0)
+
+
+class TogetherChatClient(_TogetherSDKClient):
+    """HELM's TogetherChatClient (thread-safe: one httpx client; the stop-token table behind a lock)."""
+
+    _path = "chat/completions"
+    _name = "TogetherChatClient"
+
+    def __init__(self, api_key: str, together_model: str | None = None, base_url: str | None = None,
+                 disable_logprobs: bool = False, output_processor: str | None = None, parse_thinking: bool = False,
+                 timeout_s: float = 600.0, http_client: httpx.Client | None = None):
+        super().__init__(api_key, together_model, base_url, disable_logprobs, timeout_s, http_client)
+        from medhelm_core.clients.openai_compatible import OUTPUT_PROCESSORS
+
+        self.output_processor = OUTPUT_PROCESSORS.get(output_processor) if output_processor else None
+        if output_processor and self.output_processor is None:
+            raise ValueError(f"unknown output_processor {output_processor!r}")
+        self.parse_thinking = bool(parse_thinking)
+
+    def raw_request(self, request: dict) -> dict[str, Any]:
+        """HELM's convert_to_raw_chat_request as the SDK dumps it (may fetch the models list)."""
+        messages = [_dump_message(m) for m in helm_messages(request)]
+        model = self.model_for(request)
+        raw: dict[str, Any] = {"messages": messages, "model": model}
+        _sampling(raw, request, self._stop(request, model), self.disable_logprobs)
+        schema = (request.get("response_format") or {}).get("json_schema")
+        if schema:
+            raw["response_format"] = {"type": "json_object", "schema": schema}
+        return raw
+
+    def _completions(self, data: Any, request: dict) -> list[dict]:
+        completions = []
+        for choice in self._choices(data):
+            message = choice.get("message")
+            if not isinstance(message, dict) or message.get("role") != "assistant":
+                raise ValueError(f"no assistant message in {choice!r}")
+            text = message.get("content")
+            if not isinstance(text, str):  # HELM would store a null text (or fail parsing it)
+                raise ValueError(f"no text content in {message!r}")
+            tokens, logprob = self._tokens(choice)
+            if self.output_processor:
+                text = self.output_processor(text)
+            thinking = None
+            if self.parse_thinking:
+                thinking, text = parse_thinking(text, request["model"])
+            elif message.get("reasoning_content") is not None:
+                thinking = message["reasoning_content"]
+            elif message.get("reasoning") is not None:
+                thinking = message["reasoning"]
+            completion: dict[str, Any] = {"text": text, "logprob": logprob, "tokens": tokens}
+            if thinking is not None:
+                completion["thinking"] = {"text": thinking}
+            completions.append(completion)
+        return completions
+
+
+class TogetherCompletionClient(_TogetherSDKClient):
+    """HELM's TogetherCompletionClient (text completion models)."""
+
+    _path = "completions"
+    _name = "TogetherCompletionClient"
+
+    def raw_request(self, request: dict) -> dict[str, Any]:
+        model = self.model_for(request)
+        if not isinstance(request.get("prompt"), str):
+            raise ValueError("the completion API takes a text prompt")
+        raw: dict[str, Any] = {"prompt": request["prompt"], "model": model}
+        _sampling(raw, request, self._stop(request, model), self.disable_logprobs)
+        return raw
+
+    def _completions(self, data: Any, request: dict) -> list[dict]:
+        completions = []
+        for choice in self._choices(data):
+            # CompletionChoicesData needs an index, a finish_reason and a text; HELM asserts a non-empty text.
+            if not isinstance(choice.get("index"), int) or "finish_reason" not in choice:
+                raise ValueError(f"invalid choice {choice!r}")
+            if not isinstance(choice.get("text"), str) or not choice["text"]:
+                raise ValueError(f"no text in {choice!r}")
+            tokens, logprob = self._tokens(choice)
+            completions.append({"text": choice["text"], "logprob": logprob, "tokens": tokens})
+        return completions
+
+
+def _sdk_client_args(deployment, credentials, allowed: set[str], class_label: str) -> dict[str, Any]:
+    args = deployment.client_spec.args
+    unknown = sorted(set(args) - allowed)
+    if unknown:
+        raise MedhelmError(f"deployment {deployment.name!r}: {class_label} has no argument {unknown[0]!r} "
+                           f"(it takes {', '.join(sorted(allowed))})")
+    model = _plain(args.get("together_model"))
+    return {"api_key": _api_key(deployment, credentials),
+            "together_model": str(model) if model is not None else None,
+            "base_url": resolve_base_url(deployment, credentials),
+            "disable_logprobs": bool(_plain(args.get("disable_logprobs")))}
+
+
+@model_api(CHAT_CLASS_NAME)
+def together_chat_client(deployment, credentials, max_concurrency: int | None = None,
+                         timeout_s: float = 600.0) -> TogetherChatClient:
+    """The client of a TogetherChatClient deployment (key: togetherApiKey or $TOGETHER_API_KEY)."""
+    kwargs = _sdk_client_args(deployment, credentials, _CHAT_ARGS, "TogetherChatClient")
+    args = deployment.client_spec.args
+    processor = _plain(args.get("output_processor"))
+    try:
+        return TogetherChatClient(**kwargs, output_processor=processor,
+                                  parse_thinking=bool(_plain(args.get("parse_thinking"))), timeout_s=timeout_s)
+    except ValueError as e:
+        raise MedhelmError(f"deployment {deployment.name!r}: {e}") from None
+
+
+@model_api(COMPLETION_CLASS_NAME)
+def together_completion_client(deployment, credentials, max_concurrency: int | None = None,
+                               timeout_s: float = 600.0) -> TogetherCompletionClient:
+    """The client of a TogetherCompletionClient deployment."""
+    return TogetherCompletionClient(**_sdk_client_args(deployment, credentials, _COMPLETION_ARGS,
+                                                       "TogetherCompletionClient"), timeout_s=timeout_s)

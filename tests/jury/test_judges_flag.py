@@ -258,7 +258,7 @@ def test_together_chat_judge_goes_to_together(no_keys):
     dep = load_model_registry(None).get_deployment(PUBLIC["llama"][1])
     client = client_for_deployment(dep, NO_CREDS)
     assert client.endpoint == "https://api.together.xyz"
-    assert client.openai_model_name == "meta-llama/Llama-3.3-70B-Instruct-Turbo"
+    assert client.together_model == "meta-llama/Llama-3.3-70B-Instruct-Turbo"
     assert "tg-secret" not in repr(client)
 
 
@@ -267,6 +267,7 @@ def test_the_public_llama_judge_sends_togethers_key_and_model(no_keys):
     (`togetherBaseUrl`): $TOGETHER_API_KEY as the bearer token, Together's model id."""
     from medhelm_core import jury
     from medhelm_core.clients import client_for_deployment
+    from medhelm_core.clients.together import remember_stop_tokens
     from tests.mock_server import ScriptedServer
 
     server = ScriptedServer(lambda prompt, n, state: (200, None, {}, 0))
@@ -274,6 +275,8 @@ def test_the_public_llama_judge_sends_togethers_key_and_model(no_keys):
         no_keys.setenv("TOGETHER_API_KEY", "tg-secret")
         no_keys.setenv("OPENAI_API_KEY", "sk-never-to-together")
         creds = parse_credentials(f'togetherBaseUrl: "{server.base_url}"', "prod_env/credentials.conf")
+        # the stand-in serves no `GET /v1/models`: give HELM's default stop tokens of the model
+        remember_stop_tokens(server.base_url, {"meta-llama/Llama-3.3-70B-Instruct-Turbo": ["<|eot_id|>"]})
         dep = load_model_registry(None).get_deployment(PUBLIC["llama"][1])
         info = judges_of(parse_judges("public"))["llama"]
         attempt = client_for_deployment(dep, creds).attempt(jury.judge_request(info, "Rate this answer."))
