@@ -6,23 +6,31 @@ is the insertion order of a name->metadata dict (a re-registered name keeps its 
 takes the last value); rows of leaderboard tables are sorted by the index of their
 *model_deployment* in that list (-1 when absent), and schema.json lists used models in it.
 
-`medhelm_core/resources/conf/model_metadata.yaml` (the checkout's `conf/model_metadata.yaml`)
-transcribes, from HELM 0.5.16, the models the MedHELM confs use.
+The default is HELM's built-in registry layer itself (`medhelm_core/conf/model_metadata.yaml` and
+`model_deployments.yaml`, the checkout's `conf/model_metadata.yaml`), transcribed from HELM 0.5.16 in
+its order: every model a run can name through a built-in deployment has its display name.
 """
 from __future__ import annotations
 
 import datetime
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
 import duckdb
 
-from medhelm_core.resources import DEFAULT_MODEL_METADATA_PATH, ddl  # noqa: F401  (DEFAULT_MODEL_METADATA_PATH: re-exported)
+from medhelm_core.resources import DEFAULT_MODEL_METADATA_PATH, DEFAULT_MODEL_METADATA_PATHS, ddl  # noqa: F401  (re-exported)
 from medhelm_core.yamlio import safe_load
 
 MODEL_FIELDS = ["name", "display_name", "description", "creator_organization_name", "access", "release_date",
                 "num_parameters"]
+
+
+@functools.lru_cache(maxsize=16)  # the built-in layer is ~7,000 YAML lines: parse it once per process
+def _parsed(path: str, mtime_ns: int, size: int) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return safe_load(f) or {}
 
 
 @dataclass
@@ -31,8 +39,8 @@ class ModelRegistry:
     deployments: dict[str, Optional[str]] = field(default_factory=dict)  # deployment -> model_name
 
     def register_file(self, path: str | Path) -> None:
-        with open(path) as f:
-            raw = safe_load(f) or {}
+        stat = Path(path).stat()
+        raw = _parsed(str(path), stat.st_mtime_ns, stat.st_size)
         for m in raw.get("models") or []:
             md = {k: m.get(k) for k in MODEL_FIELDS}
             if isinstance(md["release_date"], (datetime.date, datetime.datetime)):

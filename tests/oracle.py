@@ -14,6 +14,10 @@ MEDHELM_080 = SHARED / "oracle" / "medhelm-0.8.0"
 SYNTHETIC_080 = MEDHELM_080 / "synthetic"
 PUBLIC_080 = MEDHELM_080 / "public"
 MOCK_SERVER = SHARED / "tools" / "mock_openai_server.py"
+# HELM 0.5.16 through its vendor-specific clients (Azure, Anthropic, Gemini, Bedrock, the Stanford gateway)
+# against the multi-vendor mock.
+VENDOR = SHARED / "oracle" / "vendor-clients"
+VENDOR_MOCK_SERVER = SHARED / "tools" / "mock_vendor_server.py"
 
 
 def run_dirs(root: Path, suite: str) -> list[Path]:

@@ -66,13 +66,17 @@ def assert_stats_equal(gold, ours, per_instance: bool) -> int:
 
 
 def table_cells(tables) -> dict:
-    """{(table title, row name, column header): value} for every cell of every table."""
+    """{(table title, row name, column header, occurrence): value} for every cell of every table; a
+    table may hold two rows of one name (two deployments of one model), paired by occurrence."""
     out = {}
     for t in tables:
         header = [h["value"] for h in t["header"]]
+        seen: dict = {}
         for row in t["rows"]:
+            name = row[0].get("value")
+            occurrence = seen[name] = seen.get(name, -1) + 1
             for h, cell in zip(header, row):
-                out[(t.get("title"), row[0].get("value"), h)] = cell.get("value")
+                out[(t.get("title"), name, h, occurrence)] = cell.get("value")
     return out
 
 

@@ -29,7 +29,7 @@ from medhelm_core.errors import MedhelmError
 from medhelm_core.ratelimit import SettingsRegistry
 from medhelm_core.store import Store, in_transaction, sql_str
 
-from medhelm_core.model_metadata import (DEFAULT_MODEL_METADATA_PATH, ModelRegistry, load_model_registry,
+from medhelm_core.model_metadata import (DEFAULT_MODEL_METADATA_PATHS, ModelRegistry, load_model_registry,
                                          model_metadata_to_tables)
 from medhelm_core.summarize.kept import keep_target_tables
 from medhelm_core.summarize.human_ratings import write_human_ratings
@@ -219,7 +219,7 @@ def rebuild_target(conn: duckdb.DuckDBPyConnection, target: str, output_dir: Opt
             registry = registry_from_schema(raw)
         else:   # a suite that was never summarized: our schema and model list
             schema = load_schema(DEFAULT_SCHEMA_PATH)
-            registry = load_model_registry([DEFAULT_MODEL_METADATA_PATH])
+            registry = load_model_registry(DEFAULT_MODEL_METADATA_PATHS)
         schema = fix_up_schema(schema, conn)
         schema_to_tables(conn, schema, summarize_target)
         model_metadata_to_tables(conn, registry)

@@ -32,7 +32,6 @@ CONF_DIR = RESOURCES_DIR / "conf"
 DEFAULT_DEPLOYMENTS_SETTINGS_PATH = CONF_DIR / "deployments.yaml"
 DEFAULT_JUDGES_CONFIG = CONF_DIR / "judges.yaml"
 PUBLIC_JUDGES_CONFIG = CONF_DIR / "judges_public.yaml"  # `--judges public`: the same judges, vendors' APIs
-DEFAULT_MODEL_METADATA_PATH = CONF_DIR / "model_metadata.yaml"
 
 DDL_DIR = SQL_DIR / "ddl"
 
@@ -42,6 +41,10 @@ BENCHMARKS_DIR = PACKAGE_DIR / "benchmarks"  # one folder per benchmark (medhelm
 HELM_CONFIG_DIR = PACKAGE_DIR / "conf"  # HELM's built-in registry layer: model_deployments.yaml, model_metadata.yaml
 METRIC_BUNDLES_PATH = PACKAGE_DIR / "runspecs" / "metric_bundles.yaml"
 SERVER_STATIC_DIR = PACKAGE_DIR / "server" / "static"
+# helm-summarize's model metadata: HELM's built-in registry layer itself (display names, and HELM's
+# get_all_models() order that sorts leaderboard rows), plus its deployments' deployment -> model map.
+DEFAULT_MODEL_METADATA_PATH = HELM_CONFIG_DIR / "model_metadata.yaml"
+DEFAULT_MODEL_METADATA_PATHS = (DEFAULT_MODEL_METADATA_PATH, HELM_CONFIG_DIR / "model_deployments.yaml")
 
 
 @functools.cache  # package data: read once per process
@@ -52,4 +55,5 @@ def ddl(name: str) -> str:
 
 __all__ = ["DDL_DIR", "ddl", "PACKAGE_DIR", "BENCHMARKS_DIR", "HELM_CONFIG_DIR", "METRIC_BUNDLES_PATH",
            "SERVER_STATIC_DIR", "RESOURCES_DIR", "SQL_DIR", "SCHEMA_DIR", "DEFAULT_SCHEMA_PATH", "CONF_DIR",
-           "DEFAULT_DEPLOYMENTS_SETTINGS_PATH", "DEFAULT_JUDGES_CONFIG", "DEFAULT_MODEL_METADATA_PATH"]
+           "DEFAULT_DEPLOYMENTS_SETTINGS_PATH", "DEFAULT_JUDGES_CONFIG", "DEFAULT_MODEL_METADATA_PATH",
+           "DEFAULT_MODEL_METADATA_PATHS"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,16 +12,17 @@ from typing import Any, Callable
 
 from medhelm_core import data_sources
 from medhelm_core.catalog import Catalog, load_catalog
-from medhelm_core.clients import client_for_deployment, is_in_process
+from medhelm_core.clients import client_for_deployment, factories, is_in_process
+from medhelm_core.clients.edition_views import CompletionView
 from medhelm_core.clients.huggingface_local import DEFAULT_BATCH_SIZE
-from medhelm_core.clients.base import tokenized_result
 from medhelm_core.conf.deployments import load_credentials, load_model_registry
-from medhelm_core.editions import DEFAULT_EDITION, Edition, load_edition
+from medhelm_core.editions import DEFAULT_EDITION, ClientSwitches, Edition, load_edition
 from medhelm_core.engine import CompletionEngine, RunControls
 from medhelm_core.errors import MedhelmError
-from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH
+from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATHS
 from medhelm_core.ratelimit import SettingsRegistry
 from medhelm_core.storage import resolve_storage
+from medhelm_core.store import request_key, stable_hash
 from medhelm_core.lake_store import open_store
 from medhelm_core.tokenizers import TokenizerError, get_tokenizer, tokenizer_or_approximation
 
@@ -66,7 +68,7 @@ class Workspace:
         self.benchmark_paths = tuple(str(p) for p in self.benchmark_paths)
         self.switches: Edition = load_edition(self.edition)
         self._editions: dict[str, Workspace] = {self.edition: self}
-        self._views: dict[str, Callable | None] = {}
+        self._views: dict[tuple, CompletionView] = {}
 
     def data_scope(self):
         """Online scenario downloads go to `<output-path>/scenarios` (as HELM's) inside this scope."""
@@ -102,16 +104,50 @@ class Workspace:
         return self.registry.get_deployment(name)
 
     def client(self, name: str):
+        """The deployment's client as this edition's (`Edition.client_switches` of its class): one per
+        deployment and client variant, shared by every edition of this workspace."""
         # Made once, under a lock: the runs of a suite ask from many threads at once, and a client's
         # first construction imports its SDK (a concurrent first import can see a half-made module).
         with _CLIENTS_LOCK:
-            if name not in self._clients:
-                dep = self.deployment(name)
+            dep = self.registry.deployments.get(name)
+            switches, variant = self._client_switches(dep.client_spec.class_name) if dep else (None, None)
+            key = name if variant is None else (name, variant)
+            if key not in self._clients:
+                dep = self.deployment(name)  # an unknown one: the one-line error
                 settings = self.deployment_settings(name)
-                self._clients[name] = client_for_deployment(
+                self._clients[key] = client_for_deployment(
                     dep, load_credentials(self.local_path), timeout_s=settings.timeout_s,
-                    tokenizer_config=self.tokenizer_config(dep.tokenizer_name), batch_size=settings.batch_size)
-            return self._clients[name]
+                    tokenizer_config=self.tokenizer_config(dep.tokenizer_name), batch_size=settings.batch_size,
+                    edition_switches=switches)
+            return self._clients[key]
+
+    def _client_switches(self, client_class: str) -> tuple[ClientSwitches, str | None]:
+        """(the class's switches under this edition, its client variant: None for the default client).
+        A factory without an `edition_switches` argument builds the default client: refused where the
+        edition sends other requests (they would be stored as this edition's), else its outcomes stay
+        the default edition's."""
+        switches = self.switches.client_switches(client_class)
+        if switches.client_variant is None:
+            return switches, None
+        factory = factories().get(client_class)
+        if factory is not None and "edition_switches" not in inspect.signature(factory).parameters:
+            if switches.request_variant is not None:
+                raise MedhelmError(f"edition {self.edition} sends {client_class} requests with "
+                                   f"{switches.request_variant}, which medhelm's client of that class cannot send")
+            return switches, None
+        return switches, switches.client_variant
+
+    def request_key(self, deployment: str, request: dict) -> str:
+        """The store key of a request of `deployment` under this edition: `store.request_key`, unless the
+        edition's client of that class sends it otherwise (`ClientSwitches.request_variant`): another paid
+        call, another key. The default edition's keys are `store.request_key`'s."""
+        if not any(c.request_fields for c in self.switches.client_changes):
+            return request_key(deployment, request)
+        dep = self.registry.deployments.get(deployment)  # unknown: never sent (the run's checks say so)
+        variant = self.switches.client_switches(dep.client_spec.class_name).request_variant if dep else None
+        if variant is None:
+            return request_key(deployment, request)
+        return stable_hash({"deployment": deployment, "request": request, "request_variant": variant})
 
     def tokenizer_config(self, tokenizer_name: str | None):
         """The `tokenizer_configs.yaml` entry of a tokenizer name (built-in, then the local path's)."""
@@ -143,28 +179,30 @@ class Workspace:
         dep = self.registry.deployments.get(name)
         return dep is not None and is_in_process(dep.client_spec.class_name)
 
-    def completion_view(self, name: str, recorded: dict | None = None) -> Callable[[dict, dict, list | None], dict] | None:
+    def completion_view(self, name: str, recorded: dict | None = None) -> CompletionView | None:
         """How this edition reads a stored answer of deployment `name` (`recorded`: the deployment as a
-        run registered it, else the registry's): `view(result, request, untruncated) -> result`, or
-        None to read it as stored (`Edition.tokenize_completions`)."""
+        run registered it, else the registry's): `view(result, request, untruncated) -> result`
+        (`clients.edition_views.CompletionView`), or None to read it as stored (the edition's client of
+        that class makes the same result: `Edition.tokenize_completions`, `Edition.client_changes`)."""
         if recorded is not None:  # the shape run/entries.py records: {"client_spec": {"class_name"}, "tokenizer_name"}
             client_class, tokenizer_name = recorded["client_spec"]["class_name"], recorded["tokenizer_name"]
         else:
             dep = self.deployment(name)
             client_class, tokenizer_name = dep.client_spec.class_name, dep.tokenizer_name
-        if not self.switches.tokenizes_completions_of(client_class):
+        switches = self.switches.client_switches(client_class)
+        if not switches.changes_results:
             return None
-        view = self._views.get(tokenizer_name)
-        if view is None:  # a tokenizer may load a file: not under the clients' lock
-            try:
-                tokenize = self.tokenizer(tokenizer_name).tokenize
-            except (TokenizerError, MedhelmError) as e:
-                raise MedhelmError(f"edition {self.edition} tokenizes the completions of {name} with its "
-                                   f"tokenizer {tokenizer_name}, which is not available: {e}") from None
-
-            def made(result, request, untruncated=None, _tokenize=tokenize):
-                return tokenized_result(result, request, _tokenize, untruncated)
-            view = self._views.setdefault(tokenizer_name, made)
+        key = (client_class, tokenizer_name)
+        view = self._views.get(key)
+        if view is None:
+            tokenizer = None
+            if switches.tokenize_completions or switches.tokenize_response_text:
+                try:  # a tokenizer may load a file: not under the clients' lock
+                    tokenizer = self.tokenizer(tokenizer_name)
+                except (TokenizerError, MedhelmError) as e:
+                    raise MedhelmError(f"edition {self.edition} tokenizes the completions of {name} with its "
+                                       f"tokenizer {tokenizer_name}, which is not available: {e}") from None
+            view = self._views.setdefault(key, CompletionView(switches, tokenizer))
         return view
 
     def token_counter(self, name: str) -> Callable[[str], int]:
@@ -177,7 +215,7 @@ class Workspace:
     def model_metadata_paths(self) -> list[Path]:
         """Model display names: the project's conf/model_metadata.yaml, then prod_env's."""
         local = self.local_path / "model_metadata.yaml"
-        return [DEFAULT_MODEL_METADATA_PATH] + ([local] if local.exists() else [])
+        return list(DEFAULT_MODEL_METADATA_PATHS) + ([local] if local.exists() else [])
 
     def engine(self, priority: float = 0.0) -> CompletionEngine:
         return CompletionEngine(self.store, self.client, num_threads=self.num_threads, progress=self.progress,

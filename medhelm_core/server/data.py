@@ -27,7 +27,7 @@ import duckdb
 import filelock
 
 from medhelm_core.errors import MedhelmError
-from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATH, load_model_registry, model_metadata_to_tables
+from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATHS, load_model_registry, model_metadata_to_tables
 from medhelm_core.published.leaderboard import registry_from_schema
 from medhelm_core.storage import Storage, attach_ducklake, lake_connection
 from medhelm_core.store import DB_FILENAME, sql_str
@@ -375,7 +375,7 @@ def _published_schema_tables(mem: duckdb.DuckDBPyConnection, target: Target) -> 
         registry = registry_from_schema(raw)
     else:
         schema = load_schema(DEFAULT_SCHEMA_PATH)
-        registry = load_model_registry([DEFAULT_MODEL_METADATA_PATH])
+        registry = load_model_registry(DEFAULT_MODEL_METADATA_PATHS)
     mem.execute("USE memory")
     schema = fix_up_schema(schema, mem)
     schema_to_tables(mem, schema, target.name)

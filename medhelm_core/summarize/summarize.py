@@ -7,7 +7,7 @@ from typing import Iterable, Optional, Sequence
 
 import duckdb
 
-from ..model_metadata import DEFAULT_MODEL_METADATA_PATH, load_model_registry, model_metadata_to_tables
+from ..model_metadata import DEFAULT_MODEL_METADATA_PATHS, load_model_registry, model_metadata_to_tables
 from .schema import DEFAULT_SCHEMA_PATH, empty_schema, fix_up_schema, load_schema, schema_to_tables
 from .human_ratings import write_human_ratings
 from .refusals import write_refusal_patterns
@@ -26,7 +26,7 @@ def prepare_summarize(
     suites: Optional[Sequence[str]] = None,
     release: Optional[str] = None,
     auto_generate_schema: bool = False,
-    model_metadata_paths: Iterable[str | Path] = (DEFAULT_MODEL_METADATA_PATH,),
+    model_metadata_paths: Iterable[str | Path] = DEFAULT_MODEL_METADATA_PATHS,
 ) -> str:
     """Fill summarize_target, the schema_* tables and the model tables; return the target name.
 
@@ -60,7 +60,7 @@ def summarize(
     suites: Optional[Sequence[str]] = None,
     release: Optional[str] = None,
     auto_generate_schema: bool = False,
-    model_metadata_paths: Iterable[str | Path] = (DEFAULT_MODEL_METADATA_PATH,),
+    model_metadata_paths: Iterable[str | Path] = DEFAULT_MODEL_METADATA_PATHS,
     sql_dir: str | Path = SQL_DIR,
     date: Optional[str] = None,
     latex: bool = True,

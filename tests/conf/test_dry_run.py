@@ -143,25 +143,22 @@ def test_gated_run_specs_with_builtin_metadata():
     assert list(bhc["annotators"][0]["args"]["annotator_models"]) == ["gpt", "llama", "claude"]
 
 
-FIELDS = ("display_name", "description", "creator_organization_name", "access", "release_date", "num_parameters")
 
+def test_summarize_reads_the_builtin_registry_layer():
+    """helm-summarize's model metadata is the built-in registry layer itself (conf/model_metadata.yaml
+    links to it), so every model a built-in deployment serves has its HELM display name, e.g. Bedrock's."""
+    from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATHS
+    from medhelm_core.model_metadata import load_model_registry as summarize_registry
 
-def test_builtin_metadata_agrees_with_summarize_metadata():
-    """conf/model_metadata.yaml (helm-summarize) lists models of the built-in registry layer (which
-    also carries HELM's other built-in models), in the same order with the same display fields."""
     root = Path(__file__).resolve().parents[2]
-    builtin = yaml.safe_load((root / "medhelm_core" / "conf" / "model_metadata.yaml").read_text())["models"]
-    summarize = yaml.safe_load((root / "conf" / "model_metadata.yaml").read_text())["models"]
-    by_name = {m["name"]: m for m in builtin}
-    order = list(by_name)
-    names = [m["name"] for m in summarize]
-    assert all(n in by_name for n in names), [n for n in names if n not in by_name]
-    assert [order.index(n) for n in names] == sorted(order.index(n) for n in names)
-    for s in summarize:
-        b = by_name[s["name"]]
-        for field in FIELDS:
-            assert b.get(field) == s.get(field), (b["name"], field)
-        assert b["tags"], b["name"]
+    assert (root / "conf" / "model_metadata.yaml").resolve() == DEFAULT_MODEL_METADATA_PATHS[0].resolve()
+    registry = summarize_registry(DEFAULT_MODEL_METADATA_PATHS)
+    builtin = load_model_registry(None)
+    for deployment in builtin.deployment_list:
+        meta = registry.metadata_for(deployment.model_name, deployment.name)
+        assert meta["creator_organization_name"] != "Unknown", deployment.name
+    assert registry.metadata_for("amazon/nova-pro-v1:0", "amazon/nova-pro-v1:0")["display_name"] == "Amazon Nova Pro"
+    assert registry.metadata_for(None, "stanfordhealthcare/gpt-4o-2024-05-13")["name"] == "openai/gpt-4o-2024-05-13"
 
 
 @needs_shared
