@@ -2,9 +2,15 @@
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
 
 
 def section(heading: str) -> str:
@@ -49,3 +55,35 @@ def strip_comment(command: str) -> str:
         elif ch == "#" and (i == 0 or command[i - 1].isspace()):
             return command[:i].rstrip()
     return command
+
+
+@contextmanager
+def readme_checkout() -> Iterator[Path]:
+    """A fresh copy of the checkout as a clone has it (tracked and unignored files only: nothing the
+    user's own runs left), with the set-up's .venv (and .venv-ducklake) and ../shared beside it, so a
+    README block runs there as printed and finds none of the user's servers, folders or answers. It
+    lives in a folder of its own that others may enter (pytest's tmp_path is private), since as root
+    scripts/postgres.sh runs the server as the postgres user, on a folder inside the copy."""
+    from tests.dagster_dev import fresh_checkout
+    from tests.oracle import SHARED
+
+    tmp = Path(tempfile.mkdtemp(prefix="medhelm-readme-"))
+    tmp.chmod(0o755)
+    try:
+        work = fresh_checkout(tmp)
+        if (ROOT / ".venv-ducklake").exists():
+            (work / ".venv-ducklake").symlink_to(ROOT / ".venv-ducklake")
+        (tmp / "shared").symlink_to(SHARED)   # ../shared of the copy, as beside a clone
+        yield work
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def printed_url(log: Path, pattern: str, timeout_s: float) -> str | None:
+    """The first URL the `pattern` (a regex with one group) finds in `log`, waiting for it to appear."""
+    deadline = time.time() + timeout_s
+    while True:
+        m = re.search(pattern, log.read_text(errors="replace")) if log.exists() else None
+        if m or time.time() > deadline:
+            return m.group(1) if m else None
+        time.sleep(0.5)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import pytest
 from medhelm_core.errors import MedhelmError
 from medhelm_core.storage import open_ducklake, parse_storage
 from tests.oracle import PUBLIC
+from tests.ports import readme_ports_taken  # noqa: F401  (a fixture)
 from tests.postgres import HAS_PG, LAKE_PY, ROOT, running_postgres, skip_without_lake
 
 
@@ -157,44 +156,40 @@ def _comparable(path: Path):
     return head, strip(json.loads(body.rstrip()[:-2]))
 
 
-def test_the_readme_commands_for_the_shared_store_work_as_printed():
-    """The README's block as one script: a published suite imported, the example suite run by two
-    processes at once (one model each, their own output paths), and summarized from a third."""
+def test_the_readme_commands_for_the_shared_store_work_as_printed(readme_ports_taken):
+    """The README's block as one script, in a fresh copy of the checkout (its folders, .shared-store/,
+    inside the copy; PostgreSQL and the demo server on free ports, the README's old ones held by
+    another process): a published suite imported, the example suite run by two processes at once (one
+    model each, their own output paths), and summarized from a third."""
     from tests.dagster_dev import stop_group
-    from tests.readme import code_blocks, commands, strip_comment
+    from tests.readme import code_blocks, commands, readme_checkout, strip_comment
 
     if not (HAS_PG and LAKE_PY.exists()):
         pytest.skip("needs bash scripts/setup.sh --with-postgres --with-ducklake")
     [block] = code_blocks("The shared store (DuckLake)", "bash")
     cmds = [strip_comment(c) for c in commands(block)]
-    assert cmds[0].startswith("bash scripts/postgres.sh start") and "postgres.sh stop" in cmds[-1]
+    assert cmds[0].startswith("PG=$(bash scripts/postgres.sh start") and "postgres.sh stop" in cmds[-1]
     assert sum(c.startswith(".venv-ducklake/bin/medhelm-run") for c in cmds) == 2
-    for port in (55433, 8765):
-        with socket.socket() as probe:
-            assert probe.connect_ex(("127.0.0.1", port)) != 0, f"port {port} is in use: stop what holds it"
-    dirs = [Path(p) for p in ("/tmp/medhelm-lake-pg", "/tmp/medhelm-lake-out", "/tmp/medhelm-lake",
-                              "/tmp/medhelm-lake-a", "/tmp/medhelm-lake-b")]
-    for d in dirs:
-        shutil.rmtree(d, ignore_errors=True)
+    assert not any(p in c for c in cmds for p in ("55433", "8765", "/tmp/"))   # no fixed port or shared folder
     script = ["set -uo pipefail"] + [c if c.endswith("&") else f"{c} || {{ echo 'README command {i + 1} failed' >&2; exit 1; }}"
                                      for i, c in enumerate(cmds)]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEDHELM_", "DAGSTER_"))}
-    proc = subprocess.Popen(["bash", "-c", "\n".join(script)], cwd=ROOT, env=env, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        out, _ = proc.communicate(timeout=900)
-        assert proc.returncode == 0, out[-4000:]
-        assert "public-n50: valued cells equal 608/608" in out
-        assert list(dirs[2].rglob("*.parquet")) and not list(Path("/tmp").glob("medhelm-lake*/medhelm.duckdb"))
-        runs = sorted(p.name for p in (dirs[1] / "runs" / "example").iterdir() if (p / "stats.json").exists())
-        assert len(runs) == 6 and all((dirs[1] / "runs" / "example" / r / "scenario_state.json").exists() for r in runs)
-        assert [len(list((d / "runs" / "example").glob("*/stats.json"))) for d in dirs[3:]] == [3, 3]
-        assert "| Demo model A |" in out and "| Demo model B |" in out
-    finally:
-        stop_group(proc.pid)   # the demo server, should a command have failed before killing it
-        subprocess.run(["bash", "scripts/postgres.sh", "stop", str(dirs[0])], cwd=ROOT, capture_output=True, timeout=120)
-        for d in dirs:
-            shutil.rmtree(d, ignore_errors=True)
+    with readme_checkout() as work:
+        dirs = [work / ".shared-store" / d for d in ("pg", "out", "lake", "a", "b")]
+        proc = subprocess.Popen(["bash", "-c", "\n".join(script)], cwd=work, env=env, start_new_session=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            out, _ = proc.communicate(timeout=900)
+            assert proc.returncode == 0, out[-4000:]
+            assert "public-n50: valued cells equal 608/608" in out
+            assert list(dirs[2].rglob("*.parquet")) and not list((work / ".shared-store").rglob("medhelm.duckdb"))
+            runs = sorted(p.name for p in (dirs[1] / "runs" / "example").iterdir() if (p / "stats.json").exists())
+            assert len(runs) == 6 and all((dirs[1] / "runs" / "example" / r / "scenario_state.json").exists() for r in runs)
+            assert [len(list((d / "runs" / "example").glob("*/stats.json"))) for d in dirs[3:]] == [3, 3]
+            assert "| Demo model A |" in out and "| Demo model B |" in out
+        finally:
+            stop_group(proc.pid)   # the demo server, should a command have failed before stopping it
+            subprocess.run(["bash", "scripts/postgres.sh", "stop", str(dirs[0])], cwd=work, capture_output=True, timeout=120)
 
 
 def test_a_catalog_that_cannot_be_reached_is_one_line_without_the_password(tmp_path):

@@ -1,22 +1,27 @@
 """Every command of the README's Dagster section, as printed, in order, in a fresh copy of the
-checkout: each exits 0, the UI answers on port 3000, the run's layers and the leaderboard land in
-DuckDB; and an error of ours inside an asset fails the step with our one-line message."""
+checkout, with the ports 3000 and 8765 (and the README's other old ones) held by another process:
+each exits 0, the demo server and the UI take free ports and print their URLs, the UI answers on the
+one it printed, the run's layers and the leaderboard land in DuckDB; and an error of ours inside an
+asset fails the step with our one-line message."""
 import os
-import socket
 import subprocess
 
 import duckdb
+import pytest
 
 from tests.dagster_dev import fresh_checkout, stop_group, ui_answers
-from tests.readme import code_blocks, commands, strip_comment
+from tests.ports import readme_ports_taken  # noqa: F401  (a fixture)
+from tests.readme import code_blocks, commands, printed_url, strip_comment
+
+pytestmark = pytest.mark.usefixtures("readme_ports_taken")
+UI_URL = r"Serving dagster-webserver on (http://127\.0\.0\.1:\d+)"
+
 
 def test_every_dagster_command_in_the_readme_works_as_printed(tmp_path):
     [block] = code_blocks("Dagster", "bash")
     cmds = commands(block)
     assert any(c.startswith(".venv/bin/dg dev") for c in cmds) and sum("dg launch" in c for c in cmds) >= 3
-    for port in (3000, 8765):  # the ports the README's commands use must be free
-        with socket.socket() as probe:
-            assert probe.connect_ex(("127.0.0.1", port)) != 0, f"port {port} is in use: stop what holds it"
+    assert not any(p in strip_comment(c) for c in cmds for p in ("8765", "3000", "/tmp/"))   # no fixed port or shared folder
     work = fresh_checkout(tmp_path)
     # Each command as printed; a failing one stops the script and names itself.
     script = ["set -uo pipefail"]
@@ -32,7 +37,12 @@ def test_every_dagster_command_in_the_readme_works_as_printed(tmp_path):
         proc.wait(timeout=900)
         out = log.read_text()
         assert proc.returncode == 0, out[-4000:]
-        assert ui_answers(3000, 120), "dg dev: the UI did not answer on http://localhost:3000"
+        ui = printed_url(log, UI_URL, 180)
+        assert ui and not ui.endswith(":3000"), log.read_text()[-4000:]
+        assert ui_answers(int(ui.rsplit(":", 1)[1]), 120), f"dg dev: the UI did not answer on {ui}"
+        demo = subprocess.run([".venv/bin/medhelm-demo-server", "status", "benchmark_output/demo_prod_env"], cwd=work,
+                              capture_output=True, text=True, timeout=60).stdout.strip()
+        assert demo.startswith("http://127.0.0.1:") and ":8765/" not in demo
     finally:
         stop_group(proc.pid)  # dg dev (webserver, daemon, code server) and the demo server
     assert "Use 'dg" not in out  # no deprecated command
