@@ -10,11 +10,15 @@ import warnings
 from pathlib import Path
 
 from medhelm_core.catalog import benchmark_paths_from_env
-from medhelm_core.errors import MedhelmError
+from medhelm_core.errors import DEBUG_ENV, MedhelmError, one_line, unexpected_line
+from medhelm_core.options import (check_amount, check_count, check_input_folder, check_name,
+                                  check_output_folder)
 from medhelm_core.selections import RunSelection, SummarizeSelection, add_arguments, from_arguments
 from medhelm_core.storage import add_storage_argument
 
-QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+# Dagster's console logger says nothing on the command's stderr (its stack traces stay in the
+# instance's event log, which the UI shows): the command reports each failure in one line itself.
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def dagster_instance(output_path: str):
@@ -23,11 +27,23 @@ def dagster_instance(output_path: str):
 
     home = Path(os.environ.get("DAGSTER_HOME") or Path(output_path) / ".dagster_home").absolute()
     home.mkdir(parents=True, exist_ok=True)
-    cfg = home / "dagster.yaml"
-    if not cfg.exists():
-        cfg.write_text("telemetry:\n  enabled: false\n")
     os.environ["DAGSTER_HOME"] = str(home)
-    return dg.DagsterInstance.get()
+    cfg, ready = home / "dagster.yaml", home / ".medhelm_storage_ready"
+    if ready.exists() and cfg.exists():
+        return dg.DagsterInstance.get()
+    # The first commands on a new home create its dagster.yaml and Dagster's SQLite storage (the
+    # runs, schedules and event-log index databases, with their migrations): two at once race
+    # ("table ... already exists"), so the first ones take turns until the storage is there.
+    import filelock
+
+    with filelock.FileLock(str(home / ".medhelm_storage.lock")):
+        if not cfg.exists():
+            cfg.write_text("telemetry:\n  enabled: false\n")
+        instance = dg.DagsterInstance.get()
+        if not ready.exists():
+            instance.event_log_storage.get_asset_keys()  # the event log's index database
+            ready.touch()
+    return instance
 
 
 def _user_error(exc: BaseException) -> BaseException:
@@ -66,11 +82,41 @@ def run_main(argv: list[str] | None = None) -> int:
                              "done / total and cost (default: when stderr is a terminal)")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
+    return _one_line_errors("medhelm-run", lambda: _run(_checked_run_args(args)))
+
+
+def _one_line_errors(prog: str, command) -> int:
+    """Run a command: a user's error is one line (exit 2), any other error its type and first line
+    (exit 1), never a traceback, ours or Dagster's ($MEDHELM_DEBUG=1 raises it)."""
     try:
-        return _run(args)
+        return command()
     except MedhelmError as e:
-        print(f"medhelm-run: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001
+        if os.environ.get(DEBUG_ENV):
+            raise
+        err = _user_error(e)
+        if isinstance(err, MedhelmError):
+            print(f"{prog}: error: {err}", file=sys.stderr)
+            return 2
+        print(unexpected_line(prog, err), file=sys.stderr)
+        return 1
+
+
+def _checked_run_args(args):
+    """The options a selection does not carry, checked before anything is written (the selection's
+    own: `options.check_run_selection`, when it is expanded)."""
+    check_output_folder("--output-path", args.output_path)
+    check_input_folder("--local-path", args.local_path)
+    check_count("--num-threads", args.num_threads)
+    check_amount("--budget", args.budget)
+    for path in args.benchmark_path:
+        check_input_folder("--benchmark-path", path, must_exist=True)
+    return args
 
 
 BUDGET_EXIT = 3  # stopped at --budget: everything paid is stored, rerun to continue
@@ -78,7 +124,9 @@ BUDGET_EXIT = 3  # stopped at --budget: everything paid is stored, rerun to cont
 
 def _run(args) -> int:
     from medhelm_core.run.entries import cells_of, check_one_edition, expand_selection, scenario_partitions
+    from medhelm_core.run.datasets import check_datasets_load
     from medhelm_core.run.preflight import check_offline, private_tier_notice, validate_runs
+    from medhelm_core.run.reachability import check_endpoints_listen
     from medhelm_core.run.workspace import RunRef, Workspace
 
     ws = Workspace(args.output_path, args.local_path, num_threads=args.num_threads,
@@ -88,6 +136,11 @@ def _run(args) -> int:
     if args.dry_run:
         for _, spec in entries:
             print(spec["name"])
+        from medhelm_core.jury.presets import describe_judges
+
+        judges = describe_judges(ws, entries)  # what --judges resolved to (stderr: stdout stays the names)
+        if judges:
+            print(f"medhelm-run: {judges}", file=sys.stderr)
         return 0
     if args.estimate_cost:
         from medhelm_core.run.estimate import estimate_runs, format_estimate
@@ -106,10 +159,12 @@ def _run(args) -> int:
               file=sys.stderr)
         return 0
     validate_runs(ws, entries)
+    check_datasets_load(ws, entries)  # the user's data files read before anything is written
     if ws.store.exists():
         check_one_edition(ws, args.suite, [spec["name"] for _, spec in entries])
     if args.offline:
         check_offline(ws, entries)
+    check_endpoints_listen(ws, entries)
     notice = private_tier_notice(ws, entries)  # the last word before the first call
     if notice:
         print(f"medhelm-run: {notice}", file=sys.stderr)
@@ -134,7 +189,7 @@ def _run(args) -> int:
         elif isinstance(outcome.error, BudgetExhausted):
             print(f"{head} STOPPED {outcome.run.run_name}: {outcome.error}", file=sys.stderr)
         elif outcome.error is not None:
-            print(f"{head} FAILED {outcome.run.run_name}: {_user_error(outcome.error)}", file=sys.stderr)
+            print(one_line(f"{head} FAILED {outcome.run.run_name}: {_user_error(outcome.error)}"), file=sys.stderr)
         else:
             print(f"{head} {outcome.run.run_name} ({outcome.seconds:.1f}s, {outcome.new_calls} new calls)",
                   file=sys.stderr)
@@ -208,18 +263,32 @@ def summarize_main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore")
     if bool(args.release) != bool(args.suites) or (args.suite and args.release):
         parser.error("use --suite S, or --release R --suites S1 S2 ...")
-    try:
-        if not args.suite and not args.release:
-            from medhelm_core.editions import load_edition
+    if not args.suite and not args.release:
+        from medhelm_core.editions import load_edition
 
+        try:
             edition = load_edition(args.edition)
-            if edition.summarize_default_suite is None:
-                parser.error(f"--suite or --release is required (as {edition.upstream}'s helm-summarize requires)")
-            args.suite = edition.summarize_default_suite
-        return _summarize(args)
-    except MedhelmError as e:
-        print(f"medhelm-summarize: error: {e}", file=sys.stderr)
-        return 2
+        except MedhelmError as e:
+            print(f"medhelm-summarize: error: {e}", file=sys.stderr)
+            return 2
+        if edition.summarize_default_suite is None:
+            parser.error(f"--suite or --release is required (as {edition.upstream}'s helm-summarize requires)")
+        args.suite = edition.summarize_default_suite
+    return _one_line_errors("medhelm-summarize", lambda: _summarize(_checked_summarize_args(args)))
+
+
+def _checked_summarize_args(args):
+    """The options, and the schema (read whole: a file that is missing or not a schema), before
+    anything is written."""
+    from medhelm_core.summarize.schema import check_schema_file
+
+    check_output_folder("--output-path", args.output_path)
+    check_name("--release", args.release)
+    if args.schema_path and args.auto_generate_schema:
+        raise MedhelmError("give --schema-path or --auto-generate-schema, not both")
+    if args.schema_path:
+        check_schema_file("--schema-path", args.schema_path)
+    return args
 
 
 def _check_suites_exist(output_path: str, suites: list[str], storage: str | None = None) -> dict[str, str]:
@@ -265,16 +334,8 @@ def _summarize(args) -> int:
     config = {"suite": args.suite, "suites": args.suites, "release": args.release,
               "schema_path": args.schema_path, "auto_generate_schema": args.auto_generate_schema,
               "edition": edition.name}
-    try:
-        dg.materialize(SUMMARY_ASSETS, instance=instance, resources=resources,
-                       run_config={"ops": {"summarize_target": {"config": config}}, **QUIET})
-    except MedhelmError:
-        raise
-    except Exception as e:  # noqa: BLE001
-        err = _user_error(e)
-        if isinstance(err, MedhelmError):
-            raise err from None
-        raise
+    dg.materialize(SUMMARY_ASSETS, instance=instance, resources=resources,
+                   run_config={"ops": {"summarize_target": {"config": config}}, **QUIET})
     target = Path(args.output_path) / (f"releases/{args.release}" if args.release else f"runs/{args.suite}")
     _print_top_table(target)
     print(f"wrote {target}", file=sys.stderr)

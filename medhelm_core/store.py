@@ -23,6 +23,7 @@ import duckdb
 import filelock
 
 from medhelm_core import journal
+from medhelm_core.errors import MedhelmError, shorten
 from medhelm_core.claims import TableClaims, dead_claimants, drop_claims
 from medhelm_core.resources import ddl
 from medhelm_core.slots import FileSlots
@@ -47,6 +48,14 @@ def request_key(deployment: str, request: dict) -> str:
 
 def stable_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def unreadable_database(path: Path, error: BaseException) -> MedhelmError:
+    """The one line for a DuckDB file that cannot be opened: a damaged or truncated file, another
+    program's file, one of a newer DuckDB."""
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return MedhelmError(f"{shorten(str(path))}: cannot open this DuckDB database ({shorten(first, 300)}); if it is "
+                        f"damaged or truncated, move it away or give a fresh --output-path")
 
 
 class _Database:
@@ -96,9 +105,15 @@ class _Database:
         wait = self.forced_at + self.pause_s - time.monotonic()
         if wait > 0:  # we just gave the file up after a long hold: let a waiting process take it first
             time.sleep(wait)
+        lock_was_there = Path(self.flock.lock_file).exists()
         self.flock.acquire()
         try:
             self.conn = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.Error as e:
+            self.flock.release()
+            if not lock_was_there:   # a file that cannot be opened: leave its folder as it was
+                Path(self.flock.lock_file).unlink(missing_ok=True)
+            raise unreadable_database(self.path, e) from None
         except BaseException:
             self.flock.release()
             raise

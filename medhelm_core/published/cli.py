@@ -16,7 +16,8 @@ import time
 import warnings
 from typing import Optional
 
-from medhelm_core.errors import MedhelmError
+from medhelm_core.errors import MedhelmError, unexpected_line
+from medhelm_core.options import check_count, check_name, check_output_folder
 from medhelm_core.selections import ImportSelection, add_arguments
 from medhelm_core.lake_store import open_store
 from medhelm_core.storage import add_storage_argument, resolve_storage
@@ -73,15 +74,28 @@ def main(argv: Optional[list[str]] = None) -> int:
     except Exception as e:  # noqa: BLE001 - a storage/network error: one line, not a traceback
         if os.environ.get("MEDHELM_DEBUG"):
             raise
-        print(f"{PROG}: error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
-              f"(rerun to resume; MEDHELM_DEBUG=1 shows the traceback)", file=sys.stderr)
+        print(unexpected_line(PROG, e).replace(" (MEDHELM_DEBUG=1", " (rerun to resume; MEDHELM_DEBUG=1"),
+              file=sys.stderr)
         return 1
+
+
+def check_args(args) -> None:
+    """The options, before anything is read or written."""
+    check_output_folder("--output-path", args.output_path)
+    if args.write_files:
+        check_output_folder("--write-files", args.write_files)
+    check_count("--jobs", args.jobs)
+    check_name("--release", args.release)
+    check_name("--suite", args.suite)
+    if args.suite_prefix:
+        check_name("--suite-prefix", args.suite_prefix)
 
 
 def run(args) -> int:
     from .importer import Importer
     from .source import open_source
 
+    check_args(args)
     start = time.time()
     say = (lambda m: None) if args.quiet else (lambda m: print(f"[import] {m}", file=sys.stderr, flush=True))
     source = open_source(args.source, token=args.token, endpoint_url=args.endpoint_url)

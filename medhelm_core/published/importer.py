@@ -34,13 +34,14 @@ from typing import Callable, Iterable, Optional
 import duckdb
 
 from medhelm_core.errors import MedhelmError
+from medhelm_core.owners import HOST, new_owner_id, owner_alive
 from medhelm_core.storage import on_ducklake
 from medhelm_core.store import Store, in_transaction, sql_str
 
 from .rows import insert_json_rows
 from .source import ObjectInfo, Source, decode_bytes, is_gzip
 from .leaderboard import store_published_cells
-from .tables import STAT_STRUCT, bound_memory, ensure_published_tables, memory_bound, unbound_memory
+from .tables import IMPORT_MEMORY_LIMIT, STAT_STRUCT, bound_memory, ensure_published_tables, memory_bound, unbound_memory
 
 DOC_FILES = {"summary.json": "summary", "schema.json": "schema", "groups.json": "groups",
              "runs_to_run_suites.json": "runs_to_run_suites"}
@@ -61,6 +62,41 @@ REQUEST_STATE_STRUCT = ("STRUCT(instance JSON, reference_index INTEGER, request_
                         "train_trial_index INTEGER, output_mapping JSON, request JSON, result JSON, "
                         "num_train_instances INTEGER, prompt_truncated BOOLEAN, num_conditioning_tokens INTEGER, "
                         "annotations JSON)")
+
+
+STAGING = ".published_staging"   # under the output path: one folder per running import
+
+
+def staging_root(store: Store) -> Path:
+    return Path(store.scratch_dir) / STAGING
+
+
+def staging_name() -> str:
+    """`<host>_<pid>_<process start>_<nonce>`: whose folder it is, so that a later import can tell
+    a dead owner's folder (removed) from a running one's (kept)."""
+    _, pid, start, nonce = new_owner_id().split("|")
+    return "_".join([_host_tag(), pid, start, nonce])
+
+
+def _host_tag() -> str:
+    return HOST.replace("_", "-").replace("/", "-") or "-"
+
+
+def remove_stale_staging(root: Path) -> None:
+    """Remove the staging folders of imports that are no longer running on this host (killed ones);
+    a running import's folder, this process's and those of other hosts are left alone."""
+    try:
+        children = list(root.iterdir())
+    except OSError:
+        return
+    for child in children:
+        parts = child.name.rsplit("_", 3)
+        if len(parts) != 4 or not parts[1].isdigit() or not child.is_dir() or child.is_symlink():
+            continue
+        if int(parts[1]) == os.getpid() or parts[0] != _host_tag():
+            continue
+        if not owner_alive("|".join([HOST, *parts[1:]])):
+            shutil.rmtree(child, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -257,25 +293,53 @@ class Importer:
         self._held_since = 0.0
         self._began: Optional[float] = None   # when the open transaction began
         self._per_batch = False                # commit every batch (a DuckLake)
+        self._one_by_one: set[str] = set()     # kinds ingested one object per statement (after running out of memory)
         self._uncommitted: list[tuple[list[Fetched], dict[str, str]]] = []   # its batches
-        self.staging = Path(store.scratch_dir) / ".published_staging"
+        # a folder of this import's own under the output path's staging folder: any number of
+        # imports (of any output path sharing the folder) stage side by side, each removes only its own
+        self.staging = staging_root(store) / staging_name()
 
     def local_suite(self, suite: str) -> str:
         return f"{self.suite_prefix}{suite}"
+
+    def _make_staging(self) -> None:
+        for _ in range(5):   # another import may remove the (then empty) staging root in between
+            try:
+                self.staging.mkdir(parents=True, exist_ok=True)
+                return
+            except FileNotFoundError:
+                continue
+        self.staging.mkdir(parents=True, exist_ok=True)
+
+    def _clean_staging(self) -> None:
+        """This import's staging folder, and the staging root if no other import uses it."""
+        shutil.rmtree(self.staging, ignore_errors=True)
+        try:
+            self.staging.parent.rmdir()   # only when empty: another import's folder stays
+        except OSError:
+            pass
 
     # -- the import ------------------------------------------------------------------------------
     def run(self) -> ImportReport:
         start = time.time()
         self.source.preflight()
+        remove_stale_staging(staging_root(self.store))
+        manifest: dict = {}
+        if self.store.exists():
+            with self.store.connect() as conn:
+                ensure_published_tables(conn)
+                rows = conn.execute("SELECT key, version, size, status FROM published_objects WHERE source = ?",
+                                    [self.source.uri]).fetchall()
+                manifest = {k: (v, s, st) for k, v, s, st in rows}
+                listing = list_target(self.source, self.release, self.suite, self.kinds,
+                                      lambda obj: self._read_summary(conn, manifest, obj))
+        else:   # no store yet: it is created only once the target is known to be there
+            listing = list_target(self.source, self.release, self.suite, self.kinds,
+                                  lambda obj: self._read_summary(None, manifest, obj))
+        report = ImportReport(listing.target, listing.mode, self.source.uri, listing.suites,
+                              [self.local_suite(s) for s in listing.suites], data_version=listing.data_version())
         with self.store.connect() as conn:
             ensure_published_tables(conn)
-            rows = conn.execute("SELECT key, version, size, status FROM published_objects WHERE source = ?",
-                                [self.source.uri]).fetchall()
-            manifest = {k: (v, s, st) for k, v, s, st in rows}
-            listing = list_target(self.source, self.release, self.suite, self.kinds,
-                                  lambda obj: self._read_summary(conn, manifest, obj))
-            report = ImportReport(listing.target, listing.mode, self.source.uri, listing.suites,
-                                  [self.local_suite(s) for s in listing.suites], data_version=listing.data_version())
             with in_transaction(conn):
                 self._check_suite_names(conn, listing)
                 report.removed = self._remove_vanished(conn, listing, manifest)
@@ -306,7 +370,7 @@ class Importer:
     def _read_summary(self, conn, manifest: dict, obj: ObjectInfo) -> bytes:
         """summary.json's bytes: from the store when unchanged, else fetched (and kept for ingesting)."""
         m = manifest.get(obj.key)
-        if m and m[0] == obj.version and m[1] == obj.size and m[2] == "ok":
+        if conn is not None and m and m[0] == obj.version and m[1] == obj.size and m[2] == "ok":
             doc = conn.execute("SELECT content FROM published_documents WHERE key = ? AND name = 'summary.json'",
                                [obj.key]).fetchone()
             if doc:
@@ -431,7 +495,7 @@ class Importer:
             if data is None:
                 data = self.source.fetch(p.obj)
             gz = is_gzip(data)
-            self.staging.mkdir(parents=True, exist_ok=True)
+            self._make_staging()
             fd, path = tempfile.mkstemp(suffix=".json.gz" if gz else ".json", dir=self.staging)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
@@ -454,6 +518,12 @@ class Importer:
     def _fetch_and_ingest(self, todo: list[Planned], report: ImportReport) -> None:
         if not todo:
             return
+        try:
+            self._fetch_and_ingest_batches(todo, report)
+        finally:   # after the pool has ended: no fetch of this import writes here any more
+            self._clean_staging()
+
+    def _fetch_and_ingest_batches(self, todo: list[Planned], report: ImportReport) -> None:
         batches = self._batches(todo)
         done = 0
         with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="medhelm-fetch") as pool:
@@ -485,7 +555,6 @@ class Importer:
                 raise
             finally:
                 self._release()
-        shutil.rmtree(self.staging, ignore_errors=True)
 
     # -- ingesting -------------------------------------------------------------------------------
     def _ingest(self, fetched: list[Fetched]) -> None:
@@ -498,7 +567,7 @@ class Importer:
         of a full-size import. Files DuckDB cannot parse are found one by one in a scratch
         database and recorded as corrupt; the failed statement aborts the transaction, so every
         batch of it is ingested again, without them (their files are kept until the commit)."""
-        batch = (fetched, {})   # the batch and its corrupt objects, {key: error}
+        batch = (fetched, {f.planned.obj.key: EMPTY_OBJECT for f in fetched if _is_empty(f)})   # and its corrupt objects
         self._uncommitted.append(batch)
         todo, first = [batch], True
         while todo:
@@ -510,8 +579,15 @@ class Importer:
                 self._rollback()
                 first = False
                 found = {k: v for k, v in self._probe(e.kind, e.items).items() if k not in bad}
-                if not found:
-                    raise MedhelmError(f"cannot ingest {len(e.items)} {e.kind} object(s): {e.error}") from None
+                if not found and _out_of_memory(e.error) and e.kind not in self._one_by_one:
+                    self._one_by_one.add(e.kind)   # each fits alone: ingest them one at a time
+                elif not found and _out_of_memory(e.error) and len(e.items) == 1:
+                    found = {e.items[0].planned.obj.key: _too_large(e.items[0])}
+                elif not found:
+                    first_uri = self.source.display(e.items[0].planned.obj.key)
+                    more = f" and {len(e.items) - 1} more" if len(e.items) > 1 else ""
+                    raise MedhelmError(f"cannot ingest {len(e.items)} {e.kind} object(s) ({first_uri}{more}): "
+                                       f"{e.error}") from None
                 bad.update(found)
                 todo = list(self._uncommitted)
         staged = sum(f.nbytes for fetched, _ in self._uncommitted for f in fetched if f.temp)
@@ -639,49 +715,53 @@ class Importer:
                                                         if f.planned.suite else None)} for f in good], temp=True)
         try:
             for gz in (False, True):
-                group = [f for f in good if f.gz == gz]
-                if not group:
-                    continue
-                paths = [f.path for f in group]
-                try:
-                    check = CHECK_SQL.get(kind)
-                    if kind == "scenario_state" and self._per_batch:
-                        # a DuckLake: the batch's rows once into a scratch table, for the table and
-                        # their annotation entries (reading them back from the lake took DuckDB
-                        # 1.5.5 past the import's memory)
-                        conn.execute(f"CREATE OR REPLACE TEMP TABLE _states AS {_state_rows_sql(paths, gz)}")
-                        conn.execute("INSERT INTO published_request_states SELECT * FROM _states")
-                        conn.execute(ANNOTATION_ENTRIES_SQL.format(states="_states"))
-                        conn.execute("DROP TABLE _states")
-                    elif kind == "scenario_state":
-                        # straight in (a scratch table of the batch would keep DuckDB from writing
-                        # it out as it goes); their annotation entries are taken once the ingest
-                        # has committed (fill_annotation_entries): read back inside the open
-                        # transaction, the rows cost 2.5x as much to parse again
-                        conn.execute(f"INSERT INTO published_request_states {_state_rows_sql(paths, gz)}")
-                    elif check:   # read once into a scratch table, check it, then insert from it
-                        conn.execute(f"CREATE OR REPLACE TEMP TABLE _parsed AS {_select_sql(kind, paths, gz)}")
-                        wrong = conn.execute(check.format(src="SELECT * FROM _parsed")).fetchall()
-                        if wrong:
-                            raise _ParseError(kind, group, f"{len(wrong)} file(s) without the expected fields")
-                        conn.execute(_insert_sql(kind, paths, gz, source="SELECT * FROM _parsed"))
-                        conn.execute("DROP TABLE _parsed")
-                    else:
-                        target = self.release or self.suite
-                        conn.execute(_insert_sql(kind, paths, gz), [target] if kind in DOC_KINDS else [])
-                except duckdb.Error as e:
-                    raise _ParseError(kind, group, str(e).splitlines()[0]) from None
+                same = [f for f in good if f.gz == gz]
+                for group in ([[f] for f in same] if kind in self._one_by_one else [same] if same else []):
+                    self._insert_group(conn, kind, group, gz)
             conn.execute("DROP TABLE _files")
         except _ParseError:
             raise
         except duckdb.Error as e:
             raise _ParseError(kind, good, str(e).splitlines()[0]) from None
 
+    def _insert_group(self, conn, kind: str, group: list[Fetched], gz: bool) -> None:
+        """One statement over the group's files of one kind (one file, once the kind ran out of memory)."""
+        paths = [f.path for f in group]
+        try:
+            check = CHECK_SQL.get(kind)
+            if kind == "scenario_state" and self._per_batch:
+                # a DuckLake: the batch's rows once into a scratch table, for the table and
+                # their annotation entries (reading them back from the lake took DuckDB
+                # 1.5.5 past the import's memory)
+                conn.execute(f"CREATE OR REPLACE TEMP TABLE _states AS {_state_rows_sql(paths, gz)}")
+                conn.execute("INSERT INTO published_request_states SELECT * FROM _states")
+                conn.execute(ANNOTATION_ENTRIES_SQL.format(states="_states"))
+                conn.execute("DROP TABLE _states")
+            elif kind == "scenario_state":
+                # straight in (a scratch table of the batch would keep DuckDB from writing
+                # it out as it goes); their annotation entries are taken once the ingest
+                # has committed (fill_annotation_entries): read back inside the open
+                # transaction, the rows cost 2.5x as much to parse again
+                conn.execute(f"INSERT INTO published_request_states {_state_rows_sql(paths, gz)}")
+            elif check:   # read once into a scratch table, check it, then insert from it
+                conn.execute(f"CREATE OR REPLACE TEMP TABLE _parsed AS {_select_sql(kind, paths, gz)}")
+                wrong = conn.execute(check.format(src="SELECT * FROM _parsed")).fetchall()
+                if wrong:
+                    raise _ParseError(kind, group, f"{len(wrong)} file(s) without the expected fields")
+                conn.execute(_insert_sql(kind, paths, gz, source="SELECT * FROM _parsed"))
+                conn.execute("DROP TABLE _parsed")
+            else:
+                target = self.release or self.suite
+                conn.execute(_insert_sql(kind, paths, gz), [target] if kind in DOC_KINDS else [])
+        except duckdb.Error as e:
+            raise _ParseError(kind, group, str(e).splitlines()[0]) from None
+
     def _probe(self, kind: str, items: list[Fetched]) -> dict[str, str]:
         """Read each file alone in a scratch database; return {key: error} of those that fail."""
         out = {}
         scratch = duckdb.connect()
         try:
+            bound_memory(scratch)   # as the import's own connection: an object too large alone is found here
             for f in items:
                 try:
                     src = _select_sql(kind, [f.path], f.gz)
@@ -690,10 +770,46 @@ class Importer:
                     if check and scratch.execute(check.format(src=src)).fetchall():
                         raise ValueError(EXPECTED[kind])
                 except (duckdb.Error, ValueError) as e:
+                    if _out_of_memory(str(e)):
+                        out[f.planned.obj.key] = _too_large(f)
+                        continue
                     out[f.planned.obj.key] = f"not a valid {RUN_FILE_NAME.get(kind, kind)}: {str(e).splitlines()[0]}"[:500]
         finally:
             scratch.close()
         return out
+
+
+EMPTY_OBJECT = "empty file (no JSON in it): the run's data from it is missing; publish it again"
+
+
+def _is_empty(f: Fetched) -> bool:
+    """An object with no JSON in it (0 bytes, or only white space)."""
+    if f.missing or not f.path:
+        return False
+    try:
+        size = _plain_size(f.path, f.gz)
+        if size == 0:
+            return True
+        if size > 64:
+            return False
+        if f.gz:
+            import gzip
+
+            with gzip.open(f.path, "rb") as fh:
+                return not fh.read().strip()
+        with open(f.path, "rb") as fh:
+            return not fh.read().strip()
+    except OSError:
+        return False
+
+
+def _out_of_memory(error: str) -> bool:
+    return "out of memory" in error.lower()
+
+
+def _too_large(f: Fetched) -> str:
+    return (f"too large for the import's memory ({f.nbytes / 1e6:,.1f} MB; limit MEDHELM_IMPORT_MEMORY_LIMIT="
+            f"{IMPORT_MEMORY_LIMIT}): left out; set MEDHELM_IMPORT_MEMORY_LIMIT higher to import it")
 
 
 def fill_annotation_entries(conn, chunk_states: int = 20_000) -> int:

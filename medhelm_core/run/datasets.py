@@ -9,7 +9,8 @@ from pathlib import Path
 
 from medhelm_core import adapt
 from medhelm_core.catalog import Catalog
-from medhelm_core.errors import MedhelmError
+from medhelm_core.errors import MedhelmError, shorten
+from medhelm_core.options import check_data_file
 from medhelm_core.parts import ScenarioDef
 from medhelm_core.run.entries import scenario_partition_key
 from medhelm_core.run.workspace import Workspace, in_data_scope
@@ -45,8 +46,93 @@ def existing_data_files(defn: ScenarioDef, args: dict, where: str) -> list[str]:
     missing = [f for f in files if not os.path.exists(f)]
     if missing:
         defn.load(args)
-        raise MedhelmError(f"{where}: data file not found: {missing[0]}")
+        raise MedhelmError(f"{where}: data file not found: {shorten(missing[0])}")
+    for f in files:   # regular files of a bounded size (never /dev/zero, read forever)
+        check_data_file(f, where)
     return files
+
+
+# Instances loaded before the first write (`check_datasets_load`), kept for the build that follows
+# in this process: (edition, class name, args JSON, content hash) -> instances.
+_PRELOADED: dict[tuple[str, str, str, str], list] = {}
+PRELOAD_MAX_BYTES = 256 * 1024 * 1024   # a larger dataset is read (and checked) when it is built; and
+                                        # at most this much of the checked ones is kept for the build
+
+
+def _data_bytes(files: list[str]) -> int:
+    total = 0
+    for f in files:
+        if os.path.isdir(f):
+            total += sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(f) for n in names)
+        else:
+            total += os.path.getsize(f)
+    return total
+
+
+@in_data_scope
+def check_datasets_load(ws: Workspace, entries: list) -> None:
+    """Read each dataset of the user's own data files that is not built yet, before anything is
+    written: a file that is not text, not UTF-8, malformed, or holds no instance stops the command
+    with one line naming the run entry and the file (the instances are kept for the build)."""
+    seen: set[str] = set()
+    kept = 0   # bytes of data files whose instances are kept for the build (the rest are read again then)
+    for entry, spec in entries:
+        sspec = spec["scenario_spec"]
+        ident = json.dumps([sspec["class_name"], sspec["args"], ws.edition], sort_keys=True, default=str)
+        if ident in seen:
+            continue
+        seen.add(ident)
+        defn = ws.catalog.find_scenario(sspec["class_name"])
+        if defn is None:
+            continue   # validate_runs names it
+        where = f"{shorten(entry.location or 'run entry')}: {shorten(spec['name'])}"
+        files = existing_data_files(defn, sspec["args"], where)
+        size = _data_bytes(files) if files else 0
+        if not files or size > PRELOAD_MAX_BYTES:
+            continue
+        content = stable_hash([(f, _file_digest(f)) for f in files])
+        memo = _memo(ws, sspec, content)
+        if memo in _PRELOADED or _already_built(ws, sspec):
+            continue
+        shown = shorten(files[0]) if len(files) == 1 else f"{shorten(files[0])} (and {len(files) - 1} more)"
+        try:
+            instances = defn.load(sspec["args"])
+        except MedhelmError:
+            raise
+        except UnicodeDecodeError as e:
+            raise MedhelmError(f"{where}: data file {shown} is not UTF-8 text (byte {e.start}): save it as "
+                               f"UTF-8") from None
+        except Exception as e:  # noqa: BLE001 - any reader's failure on a user's file: one line
+            raise MedhelmError(f"{where}: cannot read data file {shown}: {type(e).__name__}: "
+                               f"{shorten((str(e).strip().splitlines() or [''])[0], 300)}") from None
+        if not instances:
+            raise MedhelmError(f"{where}: data file {shown} holds no instances (empty, or a header without "
+                               f"rows?): give a file with at least one row")
+        if kept + size <= PRELOAD_MAX_BYTES:
+            _PRELOADED[memo] = instances
+            kept += size
+
+
+def _already_built(ws: Workspace, sspec: dict) -> bool:
+    """A dataset of this spec and these bytes is in the store (only read when the store exists)."""
+    if not ws.store.exists():
+        return False
+    key, _ = scenario_key(sspec, ws.catalog)
+    with ws.store.connect(read_only=True) as conn:
+        try:
+            return conn.execute("SELECT count(*) FROM datasets WHERE scenario_key = ?", [key]).fetchone()[0] > 0
+        except Exception:  # noqa: BLE001 - no datasets table yet
+            return False
+
+
+def _memo(ws: Workspace, sspec: dict, content: str) -> tuple[str, str, str, str]:
+    return ws.edition, sspec["class_name"], json.dumps(sspec["args"], sort_keys=True, default=str), content
+
+
+def _load(ws: Workspace, defn: ScenarioDef, sspec: dict, content: str) -> list:
+    """The instances of a spec: those read by `check_datasets_load`, else read now."""
+    preloaded = _PRELOADED.pop(_memo(ws, sspec, content), None)
+    return preloaded if preloaded is not None else defn.load(sspec["args"])
 
 
 def scenario_key(scenario_spec: dict, catalog: Catalog) -> tuple[str, str]:
@@ -77,7 +163,7 @@ def build_dataset(ws: Workspace, partition_key: str) -> dict:
         have = conn.execute("SELECT num_instances FROM datasets WHERE scenario_key = ?", [key]).fetchone()
     built = False
     if have is None:
-        instances = adapt.assign_instance_ids(defn.load(sspec["args"]))
+        instances = adapt.assign_instance_ids(_load(ws, defn, sspec, content))
         rows = [(key, i, inst.get("id"), inst["split"], json.dumps(inst, ensure_ascii=False))
                 for i, inst in enumerate(instances)]
         with ws.store.transaction() as conn:

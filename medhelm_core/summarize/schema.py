@@ -14,6 +14,9 @@ from typing import Any, Optional
 import duckdb
 import yaml
 
+from medhelm_core.errors import MedhelmError, shorten
+from medhelm_core.options import check_input_file
+
 from ..resources import DEFAULT_SCHEMA_PATH, ddl  # noqa: F401  (DEFAULT_SCHEMA_PATH: re-exported)
 from .metric_metadata import metric_spec_metadata
 
@@ -127,12 +130,37 @@ def normalize_schema(raw: dict, adapter_fields: bool = True) -> dict:
     }
 
 
-def load_schema(path: str | Path) -> dict:
-    """Read a HELM schema (YAML, or a release's schema.json) like HELM's `read_schema`."""
+def load_schema(path: str | Path, flag: str = "schema") -> dict:
+    """Read a HELM schema (YAML, or a release's schema.json) like HELM's `read_schema`; a file that
+    cannot be read or is not a schema is a one-line error naming it (and `flag`, the option)."""
     path = str(path)
-    with open(path) as f:
-        raw = json.load(f) if path.endswith(".json") else yaml.safe_load(f)
-    return normalize_schema(raw or {})
+    where = f"{flag} {shorten(path)}"
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f) if path.endswith(".json") else yaml.safe_load(f)
+    except OSError as e:
+        raise MedhelmError(f"{where}: cannot read it: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise MedhelmError(f"{where}: not UTF-8 text (byte {e.start}): give a schema YAML file") from None
+    except (yaml.YAMLError, ValueError) as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise MedhelmError(f"{where}: not valid {'JSON' if path.endswith('.json') else 'YAML'}{at}: {problem}") from None
+    if raw is not None and not isinstance(raw, dict):
+        raise MedhelmError(f"{where}: a schema is a mapping (metrics:, metric_groups:, run_groups:, ...), "
+                           f"not a {type(raw).__name__}")
+    try:
+        return normalize_schema(raw or {})
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise MedhelmError(f"{where}: not a HELM schema: an entry of metrics, perturbations, metric_groups "
+                           f"or run_groups is malformed ({type(e).__name__}: {shorten(e)})") from None
+
+
+def check_schema_file(flag: str, path: str | Path) -> None:
+    """A schema option names a readable regular file that is a HELM schema."""
+    check_input_file(flag, path)
+    load_schema(path, flag)
 
 
 def _drop_nones(obj: Any) -> Any:

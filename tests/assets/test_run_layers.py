@@ -3,6 +3,7 @@ each cell still records its own materializations, check results and status (the 
 6 runs on two model deployments and one judge, against the mock server)."""
 import re
 import socket
+import threading
 
 import dagster as dg
 from dagster._core.storage.dagster_run import RunsFilter
@@ -16,9 +17,22 @@ PER_RUN = ["requests", "completions", "annotations", "instance_stats", "run_stat
 
 
 def _dead_url() -> str:
-    with socket.socket() as s:  # a port nobody listens on once the socket is closed
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    """An endpoint that accepts each connection and closes it at once: every request fails when it
+    is sent (a port where nothing listens is refused before the run starts, by medhelm-run's check)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(64)
+
+    def hang_up() -> None:
+        while True:
+            try:
+                conn, _ = s.accept()
+            except OSError:
+                return
+            conn.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
 
 
 def _point(deployments, model: str, url: str) -> None:
