@@ -30,7 +30,7 @@ from medhelm_core.errors import MedhelmError
 from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATHS, load_model_registry, model_metadata_to_tables
 from medhelm_core.published.leaderboard import registry_from_schema
 from medhelm_core.storage import Storage, attach_ducklake, lake_connection
-from medhelm_core.store import DB_FILENAME, sql_str
+from medhelm_core.store import DB_FILENAME, sql_str, unreadable_database
 from medhelm_core.summarize.analytics import analytics_models
 from medhelm_core.summarize.kept import KEPT_SCHEMA
 from medhelm_core.summarize.schema import DEFAULT_SCHEMA_PATH, fix_up_schema, load_schema, normalize_schema, schema_to_tables
@@ -196,11 +196,14 @@ class Reader:
             return
         if not self.db_path.exists():
             raise DataError(f"no database at {self.db_path}: run medhelm-run and medhelm-summarize first")
+        lock_was_there = Path(str(self.db_path) + ".lock").exists()
         with self._mutex, self._file_lock():
             try:
                 conn = duckdb.connect(str(self.db_path), read_only=True)
-            except duckdb.IOException as e:
-                raise DataError(f"cannot open {self.db_path} read-only: {e}") from None
+            except duckdb.Error as e:
+                if not lock_was_there:  # a file that cannot be opened: leave its folder as it was
+                    Path(str(self.db_path) + ".lock").unlink(missing_ok=True)
+                raise DataError(str(unreadable_database(self.db_path, e))) from None
             try:
                 yield conn
             finally:

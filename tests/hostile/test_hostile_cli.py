@@ -135,8 +135,7 @@ CASES = [
     Case("import-truncated-db", ["medhelm-import", "--source", str(SOURCE), "--release", "oracle", "--output-path",
                                  "out"], r"out/medhelm\.duckdb: cannot open .*fresh --output-path", setup=truncated_db),
     Case("server-truncated-db", ["medhelm-server", "--suite", "oracle-private", "--output-path", "out", "--port", "0"],
-         r"out/medhelm\.duckdb.*fresh --output-path", setup=truncated_db,
-         xfail="medhelm_core/server: no fresh --output-path hint yet, and it leaves medhelm.duckdb.lock behind"),
+         r"out/medhelm\.duckdb.*fresh --output-path", setup=truncated_db),
     # the schema
     Case("schema-missing", ["medhelm-summarize", "--suite", "oracle-private", "--output-path", "out", "--schema",
                             "nope.yaml"], r"--schema-path nope\.yaml: no such file", setup=imported),
