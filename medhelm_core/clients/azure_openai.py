@@ -19,7 +19,7 @@ import openai
 
 from medhelm_core.clients.base import model_api
 from medhelm_core.clients.openai_compatible import OpenAICompatibleClient, vision_language_models
-from medhelm_core.conf.deployments import OPENAI_API_KEY_ENV, resolve_api_key, resolve_base_url
+from medhelm_core.conf.deployments import API_KEY_ENV_PREFIX, resolve_api_key, resolve_base_url
 from medhelm_core.errors import MedhelmError
 
 AZURE_OPENAI_CLIENT = "helm.clients.azure_openai_client.AzureOpenAIClient"
@@ -72,10 +72,16 @@ def _short(class_name: str) -> str:
     return class_name.rsplit(".", 1)[-1]
 
 
+def _own_key_env() -> dict[str, str]:
+    """The environment a gateway's or Azure's key may come from: only `$MEDHELM_API_KEY_<ORG>`, never a
+    vendor's usual variable ($OPENAI_API_KEY, $GOOGLE_API_KEY...), which belongs to that vendor's own API."""
+    return {k: v for k, v in os.environ.items() if k.startswith(API_KEY_ENV_PREFIX)}
+
+
 def gateway_key(deployment, credentials, class_name: str) -> str:
     """The gateway's subscription key: HELM's `api_key` (`<org>ApiKey`, or the deployment's entry in the
     credentials `deployments` table; `$MEDHELM_API_KEY_<ORG>` too). Never `$OPENAI_API_KEY`."""
-    env = {k: v for k, v in os.environ.items() if k != OPENAI_API_KEY_ENV}
+    env = _own_key_env()
     try:
         return resolve_api_key(deployment, credentials, env=env).get_secret_value()
     except MedhelmError:
@@ -87,7 +93,7 @@ def gateway_key(deployment, credentials, class_name: str) -> str:
 def _azure_key(deployment, credentials) -> str:
     """AzureOpenAIClient's key: `<org>ApiKey` (or the other places `resolve_api_key` looks, not
     `$OPENAI_API_KEY`), else `$AZURE_OPENAI_API_KEY`, which the SDK reads when HELM passes none."""
-    env = {k: v for k, v in os.environ.items() if k != OPENAI_API_KEY_ENV}
+    env = _own_key_env()
     try:
         return resolve_api_key(deployment, credentials, env=env).get_secret_value()
     except MedhelmError:

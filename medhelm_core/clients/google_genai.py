@@ -420,7 +420,7 @@ def google_genai_client(deployment, credentials, max_concurrency: int | None = N
             else:
                 sdk_client = genai.Client(vertexai=True, api_key=key, http_options=http_options)
         else:
-            key = key or os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY")
+            # $GOOGLE_API_KEY / $GEMINI_API_KEY come through resolve_api_key, and only for Google's own endpoint.
             if not key:
                 raise MedhelmError(f"no API key for model deployment {deployment.name!r}: set "
                                    f"{deployment.host_organization}ApiKey in {where} (or $GOOGLE_API_KEY / "

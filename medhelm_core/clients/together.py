@@ -219,9 +219,7 @@ def _api_key(deployment, credentials, env: Mapping[str, str] | None = None) -> s
     env = os.environ if env is None else env
     try:
         return resolve_api_key(deployment, credentials, env).get_secret_value()
-    except MedhelmError as e:
-        if env.get(TOGETHER_API_KEY_ENV):
-            return env[TOGETHER_API_KEY_ENV]
+    except MedhelmError as e:  # ${TOGETHER_API_KEY_ENV} only reaches the vendor's own endpoint (resolve_api_key decides)
         said = f"${TOGETHER_API_KEY_ENV}" in str(e)  # resolve_api_key names it for the vendor's own endpoint
         raise MedhelmError(str(e) if said else f"{e}, ${TOGETHER_API_KEY_ENV}") from None
 

@@ -417,14 +417,21 @@ def _is_openai_client(deployment: Deployment) -> bool:
 _OPENAI_KEY_HOSTS = {"api.openai.com", "localhost", "127.0.0.1", "::1"}
 
 
-def _takes_openai_key(deployment: Deployment, credentials: "Credentials") -> bool:
+def _sdk_base_url(names: tuple[str, ...], env: Mapping[str, str]) -> Optional[str]:
+    return next((env[name] for name in names if env.get(name)), None)
+
+
+def _takes_openai_key(deployment: Deployment, credentials: "Credentials",
+                      env: Mapping[str, str] | None = None) -> bool:
     """$OPENAI_API_KEY goes only to OpenAI itself (or loopback): an OpenAIClient pointed at another
-    vendor's OpenAI-compatible endpoint must never receive it."""
+    vendor's OpenAI-compatible endpoint (by its base_url, or by the SDK's $OPENAI_BASE_URL) must never
+    receive it."""
     if not _is_openai_client(deployment):
         return False
     from urllib.parse import urlparse
 
-    url = resolve_base_url(deployment, credentials)
+    env = os.environ if env is None else env
+    url = resolve_base_url(deployment, credentials) or _sdk_base_url(("OPENAI_BASE_URL",), env)
     return url is None or (urlparse(url).hostname or "") in _OPENAI_KEY_HOSTS
 
 
@@ -435,17 +442,26 @@ class VendorKey(BaseModel):
     vendor: str
     env: tuple[str, ...]
     hosts: frozenset[str]
-    client_words: tuple[str, ...]
+    # HELM's client classes of the vendor's own API (exact short names: a substring would also match
+    # e.g. StanfordHealthCareGoogleClient, whose requests go to Stanford's gateway).
+    client_classes: frozenset[str]
+    # The SDK's own base-URL variables: where such a client sends when the deployment names no base URL.
+    base_url_env: tuple[str, ...] = ()
 
 
 _GOOGLE_KEY = VendorKey(vendor="Google (Gemini API)", env=("GOOGLE_API_KEY", "GEMINI_API_KEY"),
-                        hosts=frozenset({"generativelanguage.googleapis.com"}), client_words=("google", "gemini"))
+                        hosts=frozenset({"generativelanguage.googleapis.com"}),
+                        client_classes=frozenset({"GoogleGenAIClient"}), base_url_env=("GOOGLE_GEMINI_BASE_URL",))
 # host organization -> the vendor's usual key variables ($OPENAI_API_KEY: `_takes_openai_key`).
 VENDOR_KEY_ENV: dict[str, VendorKey] = {
     "together": VendorKey(vendor="Together AI", env=("TOGETHER_API_KEY",),
-                          hosts=frozenset({"api.together.xyz", "api.together.ai"}), client_words=("together",)),
+                          hosts=frozenset({"api.together.xyz", "api.together.ai"}),
+                          client_classes=frozenset({"TogetherClient", "TogetherChatClient", "TogetherCompletionClient"}),
+                          base_url_env=("TOGETHER_BASE_URL",)),
     "anthropic": VendorKey(vendor="Anthropic", env=("ANTHROPIC_API_KEY",), hosts=frozenset({"api.anthropic.com"}),
-                           client_words=("anthropic",)),
+                           client_classes=frozenset({"AnthropicClient", "AnthropicMessagesClient",
+                                                     "AnthropicLegacyClient"}),
+                           base_url_env=("ANTHROPIC_BASE_URL",)),
     "google": _GOOGLE_KEY,
     "gemini": _GOOGLE_KEY,
 }
@@ -467,17 +483,19 @@ def vendor_key_env(deployment: Deployment, credentials: "Credentials",
     """The vendor's usual key variables this deployment may take (empty when its requests do not go to
     that vendor's own API): `$OPENAI_API_KEY` for OpenAI itself, `VENDOR_KEY_ENV` for the others."""
     env = os.environ if env is None else env
-    if _takes_openai_key(deployment, credentials):
+    if _takes_openai_key(deployment, credentials, env):
         return (OPENAI_API_KEY_ENV,)
     spec = VENDOR_KEY_ENV.get(deployment.host_organization)
     if spec is None:
         return ()
     from urllib.parse import urlparse
 
-    url = resolve_base_url(deployment, credentials)
-    short = deployment.client_spec.class_name.rsplit(".", 1)[-1].lower()
+    short = deployment.client_spec.class_name.rsplit(".", 1)[-1]
+    if short not in spec.client_classes:
+        return ()
+    url = resolve_base_url(deployment, credentials) or _sdk_base_url(spec.base_url_env, env)
     if url is None:
-        ours = any(word in short for word in spec.client_words)
+        ours = True
     else:
         host = urlparse(url).hostname or ""
         ours = host in spec.hosts or host in _LOOPBACK_HOSTS
