@@ -63,6 +63,11 @@ def export_static(reader: Reader, out_dir: str | Path, include_runs: bool = True
     if target.exists() and not target.is_dir():
         raise ExportError(f"--out {out_dir} is a file, not a folder; name a folder to write")
     foreign = foreign_files(target)
+    if foreign and force:
+        guarded = _never_replaced(target)
+        if guarded:
+            raise ExportError(f"--out {out_dir}: --force would delete {guarded}; name a folder of its own for "
+                              f"the export")
     if foreign and not force:
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
         raise ExportError(f"--out {out_dir} holds files this export did not make ({foreign[0]}{more}): "
@@ -89,6 +94,21 @@ def export_static(reader: Reader, out_dir: str | Path, include_runs: bool = True
                 break
         raise
     return {**info, "out": str(out_dir)}
+
+
+def _never_replaced(target: Path) -> str | None:
+    """Why `--force` must not replace `target` (a folder that is plainly not an export), else None: the
+    home folder, the working folder or one above it, a folder holding a git checkout or a DuckDB file."""
+    home, cwd = Path.home().resolve(), Path.cwd().resolve()
+    if target == home:
+        return "your home folder"
+    if target == cwd or target in cwd.parents:
+        return "the working folder" if target == cwd else "a folder above the working folder"
+    if (target / ".git").exists():
+        return "a git checkout"
+    if any(target.rglob("*.duckdb")):
+        return "a folder holding a DuckDB database"
+    return None
 
 
 class ExportError(Exception):

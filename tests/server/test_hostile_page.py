@@ -409,3 +409,21 @@ def test_a_write_failing_half_way_leaves_the_target_as_it_was(exported, tmp_path
     assert_one_line_error(r, "File too large")
     assert tree(dest) == before
     assert sorted(os.listdir(tmp_path)) == ["share"]
+
+
+def test_force_never_replaces_a_folder_that_is_plainly_not_an_export(exported, tmp_path):
+    """--force through a link to, or naming, a git checkout or a folder with a DuckDB file is refused,
+    and the folder stays as it was."""
+    out, _ = exported
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / "notes.txt").write_text("mine")
+    (tmp_path / "link").symlink_to(checkout)
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "medhelm.duckdb").write_bytes(b"not really")
+    for dest, why in [(tmp_path / "link", "a git checkout"), (checkout, "a git checkout"), (store, "DuckDB")]:
+        before = tree(dest)
+        assert_one_line_error(export(out, dest, "--force"), "--force would delete", why)
+        assert tree(dest) == before
+    assert sorted(os.listdir(tmp_path)) == ["checkout", "link", "store"]
