@@ -465,13 +465,19 @@ class _StopTokens:
         with cls._lock:
             cls._tables.clear()
 
+    _fetching: dict[str, threading.Lock] = {}
+
     @classmethod
     def get(cls, client: "_TogetherSDKClient", together_model: str) -> list:
-        with cls._lock:  # held while fetching, as HELM does: one fetch, not one per thread
-            table = cls._tables.get(client.base_url)
+        with cls._lock:  # one fetch per base URL, not one per thread; a slow API holds up only its own
+            fetching = cls._fetching.setdefault(client.base_url, threading.Lock())
+        with fetching:
+            with cls._lock:
+                table = cls._tables.get(client.base_url)
             if table is None:
                 table = client._fetch_stop_tokens()
-                cls._tables[client.base_url] = table
+                with cls._lock:
+                    cls._tables[client.base_url] = table
         stop = table.get(together_model.lower())
         if stop is None:
             raise _Failed(Attempt(FATAL_ENDPOINT, message=f"Unknown together_model {together_model}"))
