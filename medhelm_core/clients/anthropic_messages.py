@@ -16,6 +16,8 @@ An empty content (or a last block without text) is HELM's non-retriable, non-fat
 response has empty content"; a 400 "Output blocked by content filtering policy" is the non-fatal failure
 with that message and the request's times (both: `content_filter`, one empty completion as HELM's
 executor stores it).
+medhelm 0.8.0's client keeps only the last text (and thinking) block: where a reply has more than one,
+the last ones go to `Attempt.untruncated` (`{"text", "thinking"}` per completion) for that edition's view.
 
 `num_completions` > 1: HELM sends that many identical requests one after another (its cache key adds
 the completion index); here they are sent one after another inside one `attempt()`, and a transient
@@ -209,7 +211,7 @@ class AnthropicMessagesClient(BlockingClient):
         except (ValueError, KeyError, IndexError, TypeError) as e:  # HELM raises before sending: the run fails
             return Attempt(FATAL, message=f"invalid request: {e}")
         sdk = self._sdk
-        completions, headers = [], {}
+        completions, headers, kept = [], {}, []
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
         start = elapsed = 0.0
         for _ in range(request.get("num_completions") or 1):
@@ -226,6 +228,10 @@ class AnthropicMessagesClient(BlockingClient):
                 return Attempt(FATAL, message=self.redact(f"invalid request: {e}"))
             except (sdk.APIResponseValidationError, _Malformed) as e:
                 return Attempt(SERVER_ERROR, message=self.redact(str(e)))
+            except httpx.TransportError as e:  # e.g. a stream cut off mid-way
+                return Attempt(CONNECTION, message=self.redact(f"connection error: {type(e).__name__}: {e}"))
+            except sdk.APIError as e:
+                return Attempt(SERVER_ERROR, message=self.redact(f"Anthropic error: {e}"))
             elapsed = time.time() - start
             headers = translate_rate_limit_headers(response_headers)
             reported = message.get("usage") or {}
@@ -244,15 +250,26 @@ class AnthropicMessagesClient(BlockingClient):
             if thinking:
                 completion["thinking"] = {"text": "".join(thinking)}
             completions.append(completion)
+            # The last blocks, where they are not the whole: what medhelm 0.8.0's client keeps
+            # (clients.edition_views), stored beside the answer.
+            kept.append({**({"text": texts[-1]} if len(texts) > 1 else {}),
+                         **({"thinking": thinking[-1]} if len(thinking) > 1 else {})} or None)
         result = {"success": True, "embedding": [], "completions": completions, "cached": False,
                   "request_time": elapsed, "request_datetime": int(start)}
-        return Attempt(OK, result=result, status=200, headers=headers, usage=usage)
+        return Attempt(OK, result=result, status=200, headers=headers, usage=usage,
+                       untruncated=kept if any(kept) else None)
 
     def _status_error(self, e: Any, start: float) -> Attempt:
         headers = translate_rate_limit_headers(headers_of(e))
         retry_after = retry_after_seconds(headers)
         status = e.status_code
         message = self.redact(e.message)
+        if status < 400:  # an `error` event inside a 200 stream: its type says what it is
+            body = e.body if isinstance(e.body, dict) else {}
+            error = body.get("error") if isinstance(body.get("error"), dict) else body
+            kind = RATE_LIMITED if error.get("type") == "rate_limit_error" else SERVER_ERROR
+            return Attempt(kind, message=f"Anthropic stream error ({error.get('type')}): {message}", status=status,
+                           retry_after_s=retry_after, headers=headers)
         if status == 429:
             return Attempt(RATE_LIMITED, message=f"rate limited (HTTP 429): {message}", status=status,
                            retry_after_s=retry_after, headers=headers)
@@ -279,10 +296,9 @@ def _api_key(deployment, credentials, env: Mapping[str, str] | None = None) -> s
     env = os.environ if env is None else env
     try:
         return resolve_api_key(deployment, credentials, env).get_secret_value()
-    except MedhelmError as e:
-        if env.get(ANTHROPIC_API_KEY_ENV):
-            return env[ANTHROPIC_API_KEY_ENV]
-        raise MedhelmError(f"{e}, ${ANTHROPIC_API_KEY_ENV}") from None
+    except MedhelmError as e:  # ${ANTHROPIC_API_KEY_ENV} only reaches the vendor's own endpoint (resolve_api_key decides)
+        said = f"${ANTHROPIC_API_KEY_ENV}" in str(e)  # resolve_api_key names it for the vendor's own endpoint
+        raise MedhelmError(str(e) if said else f"{e}, ${ANTHROPIC_API_KEY_ENV}") from None
 
 
 @model_api(CLASS_NAME)

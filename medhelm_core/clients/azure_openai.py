@@ -18,7 +18,8 @@ from typing import Any, Mapping
 import openai
 
 from medhelm_core.clients.base import model_api
-from medhelm_core.clients.openai_compatible import OpenAICompatibleClient, vision_language_models
+from medhelm_core.clients.openai_compatible import (OpenAICompatibleClient, apply_edition_switches,
+                                                    vision_language_models)
 from medhelm_core.conf.deployments import API_KEY_ENV_PREFIX, resolve_api_key, resolve_base_url
 from medhelm_core.errors import MedhelmError
 
@@ -146,7 +147,7 @@ def _string_headers(value: Any, deployment) -> dict[str, str] | None:
 
 @model_api(AZURE_OPENAI_CLIENT)
 def azure_openai_client(deployment, credentials, max_concurrency: int | None = None,
-                        timeout_s: float = 600.0) -> AzureOpenAIChatClient:
+                        timeout_s: float = 600.0, edition_switches=None) -> AzureOpenAIChatClient:
     """HELM's AzureOpenAIClient: `azure_openai_deployment_name`, `api_version` (default
     2024-07-01-preview), `default_headers`; exactly one of an endpoint (`endpoint` arg, credentials
     `<org>Endpoint`, else `$AZURE_OPENAI_ENDPOINT`) and a base URL (`base_url` arg or `<org>BaseUrl`)."""
@@ -166,7 +167,7 @@ def azure_openai_client(deployment, credentials, max_concurrency: int | None = N
     else:
         _check_url(deployment, endpoint, f"its endpoint ({org}Endpoint or ${AZURE_ENDPOINT_ENV})")
     deployment_name = args.get("azure_openai_deployment_name")
-    return AzureOpenAIChatClient(
+    client = AzureOpenAIChatClient(
         api_key=_azure_key(deployment, credentials),
         api_version=str(args.get("api_version") or AZURE_DEFAULT_API_VERSION),
         azure_endpoint=None if base_url is not None else endpoint,
@@ -176,6 +177,7 @@ def azure_openai_client(deployment, credentials, max_concurrency: int | None = N
         timeout_s=timeout_s, max_concurrency=max_concurrency,
         vision_language_models=vision_language_models(deployment),
     )
+    return apply_edition_switches(client, edition_switches)
 
 
 def _gateway_endpoint(deployment, credentials, class_name: str, env: Mapping[str, str] | None = None) -> str:
@@ -189,7 +191,7 @@ def _gateway_endpoint(deployment, credentials, class_name: str, env: Mapping[str
 
 @model_api(GATEWAY_AZURE_OPENAI_CLIENT)
 def stanfordhealthcare_azure_openai_client(deployment, credentials, max_concurrency: int | None = None,
-                                           timeout_s: float = 600.0) -> AzureOpenAIChatClient:
+                                           timeout_s: float = 600.0, edition_switches=None) -> AzureOpenAIChatClient:
     """The gateway's Azure OpenAI: args `openai_model_name` (the Azure deployment), `api_version`,
     optional `base_url` template (`{endpoint}/openai-eastus2`); credentials `<org>ApiKey`, `<org>Endpoint`.
     Key sent twice: `api-key` and `Ocp-Apim-Subscription-Key`."""
@@ -212,17 +214,18 @@ def stanfordhealthcare_azure_openai_client(deployment, credentials, max_concurre
         raise MedhelmError(f"deployment {deployment.name!r} (StanfordHealthCareAzureOpenAIClient) needs "
                            f"client_spec.args.api_version in {deployment.source or 'model_deployments.yaml'}")
     model_name = args.get("openai_model_name")
-    return AzureOpenAIChatClient(
+    client = AzureOpenAIChatClient(
         api_key=key, api_version=str(api_version), azure_endpoint=azure_endpoint, base_url=base_url,
         deployment_name=str(model_name) if model_name is not None else None,
         default_headers={GATEWAY_KEY_HEADER: key}, timeout_s=timeout_s, max_concurrency=max_concurrency,
         vision_language_models=vision_language_models(deployment), class_name=GATEWAY_AZURE_OPENAI_CLIENT,
     )
+    return apply_edition_switches(client, edition_switches)
 
 
 @model_api(GATEWAY_SHC_OPENAI_CLIENT)
 def stanfordhealthcare_shc_openai_client(deployment, credentials, max_concurrency: int | None = None,
-                                         timeout_s: float = 600.0) -> AzureOpenAIChatClient:
+                                         timeout_s: float = 600.0, edition_switches=None) -> AzureOpenAIChatClient:
     """SHC's Azure OpenAI: endpoint `<org>Endpoint`, api-version 2024-08-01-preview, the model engine as
     the Azure deployment (HELM passes no deployment name), `api-key` only (plus `default_headers` if
     configured)."""
@@ -231,9 +234,10 @@ def stanfordhealthcare_shc_openai_client(deployment, credentials, max_concurrenc
     endpoint = _check_url(
         deployment, _gateway_endpoint(deployment, credentials, GATEWAY_SHC_OPENAI_CLIENT, env=os.environ),
         f"its endpoint ({deployment.host_organization}Endpoint)")
-    return AzureOpenAIChatClient(
+    client = AzureOpenAIChatClient(
         api_key=key, api_version=SHC_API_VERSION, azure_endpoint=endpoint,
         default_headers=_string_headers(args.get("default_headers"), deployment),
         timeout_s=timeout_s, max_concurrency=max_concurrency,
         vision_language_models=vision_language_models(deployment), class_name=GATEWAY_SHC_OPENAI_CLIENT,
     )
+    return apply_edition_switches(client, edition_switches)

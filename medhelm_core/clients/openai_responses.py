@@ -21,7 +21,8 @@ import httpx
 import openai
 
 from medhelm_core.clients.base import Attempt, model_api
-from medhelm_core.clients.openai_compatible import OpenAICompatibleClient, _non_fatal, is_reasoning_model
+from medhelm_core.clients.openai_compatible import (OpenAICompatibleClient, _non_fatal,
+                                                    apply_edition_switches, is_reasoning_model)
 from medhelm_core.conf.deployments import resolve_api_key, resolve_base_url, resolve_org_id
 from medhelm_core.ratelimit import (CONNECTION, CONTENT_FILTER, FATAL, OK, SERVER_ERROR, TIMEOUT,
                                     rate_limit_headers)
@@ -72,6 +73,8 @@ class OpenAIResponsesClient(OpenAICompatibleClient):
             "temperature": request["temperature"],
             "store": False,
         }
+        # An edition's own fields (medhelm 0.8.0: prompt_cache_retention) follow `store`, as in its client.
+        raw.update(self.edition_request_fields)
         if self.reasoning_effort:
             raw["reasoning"] = {"effort": self.reasoning_effort}
         if is_reasoning_model(engine):
@@ -165,13 +168,13 @@ def _usage(usage: Any) -> dict | None:
 
 @model_api(OPENAI_RESPONSE_CLIENT)
 def openai_response_client(deployment, credentials, max_concurrency: int | None = None,
-                           timeout_s: float = 600.0) -> OpenAIResponsesClient:
+                           timeout_s: float = 600.0, edition_switches=None) -> OpenAIResponsesClient:
     """Args `base_url`, `reasoning_effort`, `openai_model_name`; credentials `<org>ApiKey`,
     `<org>BaseUrl`, `<org>OrgId` (else the SDK's `OPENAI_BASE_URL`, `OPENAI_ORG_ID`)."""
     args = deployment.client_spec.args
     model_name = args.get("openai_model_name")
     effort = args.get("reasoning_effort")
-    return OpenAIResponsesClient(
+    client = OpenAIResponsesClient(
         base_url=resolve_base_url(deployment, credentials),
         api_key=resolve_api_key(deployment, credentials).get_secret_value(),
         organization=resolve_org_id(deployment, credentials),
@@ -179,3 +182,4 @@ def openai_response_client(deployment, credentials, max_concurrency: int | None 
         reasoning_effort=str(effort) if effort else None,
         timeout_s=timeout_s, max_concurrency=max_concurrency,
     )
+    return apply_edition_switches(client, edition_switches)

@@ -24,7 +24,8 @@ import openai
 from medhelm_core.clients.azure_openai import (GATEWAY_KEY_HEADER, _gateway_endpoint, _short, credentials_file,
                                                format_gateway_url, gateway_key)
 from medhelm_core.clients.base import Attempt, BlockingClient, RetryPolicy, endpoint_origin, model_api, redact
-from medhelm_core.clients.openai_compatible import OpenAICompatibleClient, vision_language_models
+from medhelm_core.clients.openai_compatible import (OpenAICompatibleClient, apply_edition_switches,
+                                                    vision_language_models)
 from medhelm_core.conf.deployments import resolve_base_url
 from medhelm_core.errors import MedhelmError
 from medhelm_core.ratelimit import (CONNECTION, FATAL, FATAL_ENDPOINT, OK, RATE_LIMITED, SERVER_ERROR, TIMEOUT,
@@ -57,7 +58,7 @@ class GatewayOpenAIClient(OpenAICompatibleClient):
 
 @model_api(GATEWAY_OPENAI_CLIENT)
 def stanfordhealthcare_openai_client(deployment, credentials, max_concurrency: int | None = None,
-                                     timeout_s: float = 600.0) -> GatewayOpenAIClient:
+                                     timeout_s: float = 600.0, edition_switches=None) -> GatewayOpenAIClient:
     """HELM checks, in this order: an endpoint (`<org>Endpoint`), a key (`<org>ApiKey`), a `base_url`."""
     args = deployment.client_spec.args
     endpoint = _gateway_endpoint(deployment, credentials, GATEWAY_OPENAI_CLIENT)
@@ -72,10 +73,11 @@ def stanfordhealthcare_openai_client(deployment, credentials, max_concurrency: i
         raise MedhelmError(f"deployment {deployment.name!r}: its base_url is not an http(s) URL "
                            f"({deployment.host_organization}Endpoint in {credentials_file(credentials)})")
     model_name = args.get("openai_model_name")
-    return GatewayOpenAIClient(base_url, key, openai_model_name=str(model_name) if model_name is not None else None,
-                               output_processor=args.get("output_processor"), timeout_s=timeout_s,
-                               max_concurrency=max_concurrency,
-                               vision_language_models=vision_language_models(deployment))
+    client = GatewayOpenAIClient(base_url, key, openai_model_name=str(model_name) if model_name is not None else None,
+                                 output_processor=args.get("output_processor"), timeout_s=timeout_s,
+                                 max_concurrency=max_concurrency,
+                                 vision_language_models=vision_language_models(deployment))
+    return apply_edition_switches(client, edition_switches)
 
 
 class GatewayHTTPClient(BlockingClient):

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 
 from medhelm_core import jury
-from medhelm_core.clients.base import stop_cut_unknown
 from medhelm_core.engine import EngineReport, FollowUp, Job
 from medhelm_core.errors import MedhelmError
 from medhelm_core.parts import LocalAnnotatorDef
 from medhelm_core.run.completions import budget_stop
 from medhelm_core.run.entries import load_run_spec
 from medhelm_core.run.workspace import RunRef, Workspace, in_data_scope
-from medhelm_core.store import insert_rows, request_key
+from medhelm_core.store import insert_rows
 
 
 def request_state(state_json: str | dict, result: dict | None, annotations: dict | None = None) -> dict:
@@ -55,7 +54,7 @@ def load_request_states(ws: Workspace, run: RunRef, with_annotations: bool = Tru
         view = views[deployment]
         if view is not None:  # the edition reads the answer as its client would have made it
             untruncated = json.loads(untruncated) if untruncated else None
-            unknown += stop_cut_unknown(st["request"], untruncated)
+            unknown += view.stop_cut_unknown(st["request"], untruncated)
             result = view(result, st["request"], untruncated)
         states.append(request_state(st, result, ann.get(pos)))
     if unknown:
@@ -91,8 +90,8 @@ class JuryPlan:
                 return []
             view = self.ws.completion_view(job.deployment)
             if view is not None:
-                if job.request.get("stop_sequences"):
-                    return []  # its text before the stop cut is in the store: judged after the completions
+                if view.needs_stored_parts(job.request):
+                    return []  # what the view reads (the text before the stop cut...) is in the store: judged later
                 result = view(result, job.request)
             return [j for state in states_by_key.get(job.key, ())
                     for j in self.judge_jobs(request_state(state, result))]
@@ -108,7 +107,7 @@ class JuryPlan:
                 info = j.judges[judge]
                 for call in calls:
                     req = jury.judge_request(info, call.prompt)
-                    jobs.append(Job(request_key(info["model_deployment"], req), info["model_deployment"], req,
+                    jobs.append(Job(self.ws.request_key(info["model_deployment"], req), info["model_deployment"], req,
                                     stage="judge"))
         return jobs
 
@@ -147,7 +146,7 @@ def write_annotations(ws: Workspace, plan: JuryPlan, states: list[dict], results
                     verdicts[judge] = []  # a judge with no question is still one the annotator asked
                     for call in judge_calls:
                         req = jury.judge_request(info, call.prompt)
-                        key = request_key(info["model_deployment"], req)
+                        key = ws.request_key(info["model_deployment"], req)
                         keyed.append(key)
                         result = results.get(key)
                         if result is not None and view is not None:

@@ -8,7 +8,7 @@ from medhelm_core.errors import MedhelmError
 from medhelm_core.run.datasets import scenario_key
 from medhelm_core.run.entries import load_run_spec, scenario_partition_key, tier_of
 from medhelm_core.run.workspace import RunRef, Workspace, in_data_scope
-from medhelm_core.store import insert_rows, request_key, stable_hash
+from medhelm_core.store import insert_rows, stable_hash
 
 
 def prompt_fitter(ws: Workspace, deployment_name: str, approximate: bool = False):
@@ -58,7 +58,7 @@ def build_requests(ws: Workspace, run: RunRef) -> dict:
     for i, st in enumerate(states):
         req = st["request"]
         out.append((run.suite, run.run_name, i, st["instance"]["id"], st["instance"]["split"],
-                    st["train_trial_index"], request_key(req["model_deployment"], req), req["model_deployment"],
+                    st["train_trial_index"], ws.request_key(req["model_deployment"], req), req["model_deployment"],
                     req["prompt"], json.dumps(st, ensure_ascii=False)))
     with ws.store.transaction() as conn:
         conn.execute("UPDATE run_entries SET scenario_key = ? WHERE suite = ? AND run_name = ?",
