@@ -6,7 +6,7 @@ import dagster as dg
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
-from assets.leaderboard import SQL_CHECKS, SUMMARY_ASSETS  # noqa: E402
+from assets.leaderboard import SUMMARY_ASSETS  # noqa: E402
 from assets.partitions import grid_partitions, scenario_partitions  # noqa: E402
 from assets.pipeline import DATASET_ASSETS, PER_RUN_ASSETS, run_entries  # noqa: E402
 from assets.published import PUBLISHED_ASSETS, PublishedResource  # noqa: E402
@@ -32,7 +32,6 @@ run_layers = dg.define_asset_job("run_layers", selection=dg.AssetSelection.asset
 defs = dg.Definitions(
     assets=[run_entries, *DATASET_ASSETS.values(), *PER_RUN_ASSETS, *SUMMARY_ASSETS, *PUBLISHED_ASSETS],
     jobs=[register_suite, *dataset_jobs, run_layers],
-    asset_checks=[*SQL_CHECKS],
     resources={"medhelm": MedhelmResource.from_env(), "run_controls": RunControls(),
                "published": PublishedResource.from_env()},
     executor=dg.in_process_executor,
