@@ -38,7 +38,8 @@ def dagster_instance(output_path: str):
 
     with filelock.FileLock(str(home / ".medhelm_storage.lock")):
         if not cfg.exists():
-            cfg.write_text("telemetry:\n  enabled: false\n")
+            # As deploy/local/dagster.yaml: later `dg launch` runs on this home print INFO, not DEBUG.
+            cfg.write_text("python_logs:\n  python_log_level: INFO\ntelemetry:\n  enabled: false\n")
         instance = dg.DagsterInstance.get()
         if not ready.exists():
             instance.event_log_storage.get_asset_keys()  # the event log's index database
