@@ -42,21 +42,19 @@ are translated into the limiter's `x-ratelimit-{remaining,reset}-{requests,token
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import re
 import threading
 import time
 from typing import Any, Mapping
 
 import httpx
-from pydantic import SecretStr
 
-from medhelm_core.clients.base import Attempt, BlockingClient, endpoint_origin, headers_of, model_api, redact, \
-    require_extra
+from medhelm_core.clients.base import (Attempt, BlockingClient, endpoint_origin, headers_of, kind_of_status,
+                                       model_api, plain, redact, require_extra)
 from medhelm_core.conf.deployments import resolve_api_key, resolve_base_url
 from medhelm_core.errors import MedhelmError
-from medhelm_core.ratelimit import (CONNECTION, CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, RATE_LIMITED, SERVER_ERROR,
-                                    TIMEOUT, rate_limit_headers, retry_after_seconds)
+from medhelm_core.ratelimit import (CONNECTION, CONTENT_FILTER, FATAL, OK, RATE_LIMITED, SERVER_ERROR, TIMEOUT,
+                                    TRANSIENT, rate_limit_headers, retry_after_seconds)
 
 CLASS_NAME = "helm.clients.anthropic_client.AnthropicMessagesClient"
 MAX_OUTPUT_TOKENS = 64000  # AnthropicMessagesClient.MAX_OUTPUT_TOKENS
@@ -270,11 +268,10 @@ class AnthropicMessagesClient(BlockingClient):
             kind = RATE_LIMITED if error.get("type") == "rate_limit_error" else SERVER_ERROR
             return Attempt(kind, message=f"Anthropic stream error ({error.get('type')}): {message}", status=status,
                            retry_after_s=retry_after, headers=headers)
-        if status == 429:
-            return Attempt(RATE_LIMITED, message=f"rate limited (HTTP 429): {message}", status=status,
-                           retry_after_s=retry_after, headers=headers)
-        if status >= 500 or status in (408, 409):
-            return Attempt(SERVER_ERROR, message=f"server error (HTTP {status}): {message}", status=status,
+        kind = kind_of_status(status)
+        if kind in TRANSIENT:
+            said = "rate limited" if kind == RATE_LIMITED else "server error"
+            return Attempt(kind, message=f"{said} (HTTP {status}): {message}", status=status,
                            retry_after_s=retry_after, headers=headers)
         if status == 400:
             body = e.body if isinstance(e.body, dict) else {}
@@ -284,21 +281,7 @@ class AnthropicMessagesClient(BlockingClient):
                 result = _non_fatal(CONTENT_FILTERED, time.time() - start, int(start))
                 return Attempt(CONTENT_FILTER, result=result,
                                message=CONTENT_FILTERED, status=status, headers=headers)
-        kind = FATAL_ENDPOINT if status in (401, 403, 404) else FATAL
         return Attempt(kind, message=f"Anthropic error (HTTP {status}): {message}", status=status, headers=headers)
-
-
-def _plain(value: Any) -> Any:
-    return value.get_secret_value() if isinstance(value, SecretStr) else value
-
-
-def _api_key(deployment, credentials, env: Mapping[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
-    try:
-        return resolve_api_key(deployment, credentials, env).get_secret_value()
-    except MedhelmError as e:  # ${ANTHROPIC_API_KEY_ENV} only reaches the vendor's own endpoint (resolve_api_key decides)
-        said = f"${ANTHROPIC_API_KEY_ENV}" in str(e)  # resolve_api_key names it for the vendor's own endpoint
-        raise MedhelmError(str(e) if said else f"{e}, ${ANTHROPIC_API_KEY_ENV}") from None
 
 
 @model_api(CLASS_NAME)
@@ -311,13 +294,13 @@ def anthropic_messages_client(deployment, credentials, max_concurrency: int | No
     if unknown:
         raise MedhelmError(f"deployment {deployment.name!r}: AnthropicMessagesClient has no argument "
                            f"{unknown[0]!r} (it takes {', '.join(sorted(_ARGS))})")
-    budget = _plain(args.get("thinking_budget_tokens"))
+    budget = plain(args.get("thinking_budget_tokens"))
     return AnthropicMessagesClient(
         sdk,
-        api_key=_api_key(deployment, credentials),
+        api_key=resolve_api_key(deployment, credentials).get_secret_value(),
         base_url=resolve_base_url(deployment, credentials),  # None: the SDK reads $ANTHROPIC_BASE_URL
-        anthropic_model_name=_plain(args.get("anthropic_model_name")),
+        anthropic_model_name=plain(args.get("anthropic_model_name")),
         thinking_budget_tokens=int(budget) if budget is not None else None,
-        stream=_plain(args.get("stream")),
+        stream=plain(args.get("stream")),
         timeout_s=timeout_s,
     )

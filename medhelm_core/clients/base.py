@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from medhelm_core.ratelimit import TRANSIENT
+from medhelm_core.ratelimit import FATAL, FATAL_ENDPOINT, RATE_LIMITED, SERVER_ERROR, TRANSIENT
 
 MODEL_API_ATTRIBUTE = "__medhelm_model_api__"
 IN_PROCESS_ATTRIBUTE = "__medhelm_in_process__"
@@ -166,6 +166,31 @@ def redact(text: str, secret: str = "") -> str:
         text = text.replace(secret, "***")
     text = _BEARER.sub("Bearer ***", text)
     return _SECRET_LIKE.sub(lambda m: m.group(1) + "-***", text)
+
+
+def kind_of_status(status: int | None) -> str:
+    """The attempt kind of an HTTP error status, the same for every client: 429 rate limited; 5xx,
+    408 and 409 a transient server error; 401, 403 and 404 the deployment itself (no request to it can
+    succeed); any other (or none) this request."""
+    if status == 429:
+        return RATE_LIMITED
+    if status is not None and (status >= 500 or status in (408, 409)):
+        return SERVER_ERROR
+    return FATAL_ENDPOINT if status in (401, 403, 404) else FATAL
+
+
+def status_attempt(status: int | None, message: str, headers: dict[str, str],
+                   retry_after_s: float | None = None) -> Attempt:
+    """The Attempt of an HTTP error status (`kind_of_status`); the server's retry hint only where the
+    engine retries."""
+    kind = kind_of_status(status)
+    return Attempt(kind, message=message, status=status, headers=headers,
+                   retry_after_s=retry_after_s if kind in (RATE_LIMITED, SERVER_ERROR) else None)
+
+
+def plain(value: Any) -> Any:
+    """A deployment arg or credentials value as written (secret-looking ones are held as SecretStr)."""
+    return value.get_secret_value() if hasattr(value, "get_secret_value") else value
 
 
 def require_extra(module: str, extra: str, deployment_name: str, class_name: str) -> Any:

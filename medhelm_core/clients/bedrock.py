@@ -37,8 +37,8 @@ import time
 from datetime import datetime
 from typing import Any, Callable
 
-from medhelm_core.clients.base import (Attempt, BlockingClient, RetryPolicy, endpoint_origin, model_api, redact,
-                                       require_extra, truncate_and_tokenize_response_text)
+from medhelm_core.clients.base import (Attempt, BlockingClient, RetryPolicy, endpoint_origin, kind_of_status,
+                                       model_api, plain, redact, require_extra, truncate_and_tokenize_response_text)
 from medhelm_core.errors import MedhelmError
 from medhelm_core.ratelimit import (CONNECTION, FATAL, FATAL_ENDPOINT, OK, RATE_LIMITED, SERVER_ERROR, TIMEOUT,
                                     rate_limit_headers, retry_after_seconds)
@@ -70,7 +70,7 @@ def _text(value: Any) -> str | None:
     """A deployment arg or credentials value as plain text (secret-looking ones are SecretStr)."""
     if value is None:
         return None
-    value = value.get_secret_value() if hasattr(value, "get_secret_value") else value
+    value = plain(value)
     return str(value) if str(value) else None
 
 
@@ -345,14 +345,8 @@ class BedrockClient(BlockingClient):
             kind = FATAL_ENDPOINT
         elif code == "ValidationException":
             kind = FATAL
-        elif status == 429:
-            kind = RATE_LIMITED
-        elif status is not None and (status >= 500 or status in (408, 409)):
-            kind = SERVER_ERROR
-        elif status in (401, 403, 404):
-            kind = FATAL_ENDPOINT
         else:
-            kind = FATAL
+            kind = kind_of_status(status)
         prefix = {RATE_LIMITED: "rate limited", SERVER_ERROR: "server error"}.get(kind, "Bedrock error")
         transient = kind in (RATE_LIMITED, SERVER_ERROR)
         return Attempt(kind, message=f"{prefix}: {message}", status=status,

@@ -54,9 +54,9 @@ import time
 from typing import Any, Mapping
 
 import httpx
-from pydantic import SecretStr
 
-from medhelm_core.clients.base import Attempt, BlockingClient, endpoint_origin, model_api, redact, require_extra
+from medhelm_core.clients.base import (Attempt, BlockingClient, endpoint_origin, kind_of_status, model_api, plain,
+                                       redact, require_extra)
 from medhelm_core.clients.openai_compatible import _non_fatal
 from medhelm_core.conf.deployments import resolve_api_key
 from medhelm_core.errors import MedhelmError
@@ -78,10 +78,6 @@ _ADC_HELP = ("run `gcloud auth application-default login`, or set $GOOGLE_APPLIC
 # ------------------------------------------------------------------------------------------------
 # Shared with vertexai.py: Google's error bodies, application-default credentials, settings lookup
 # ------------------------------------------------------------------------------------------------
-def plain(value: Any) -> Any:
-    return value.get_secret_value() if isinstance(value, SecretStr) else value
-
-
 def setting(deployment, credentials, arg: str, key: str) -> str | None:
     """A client_spec arg, else credentials `<org><Key>` (HELM's auto_client bindings: yaml args win)."""
     explicit = deployment.client_spec.args.get(arg)
@@ -119,11 +115,12 @@ def classify_google_error(status: int | None, body: Any, headers: Mapping[str, s
         kept["retry-after"] = f"{delay:g}"
     retry_after = retry_after_seconds(kept)
     shown = f"{what} error (HTTP {status}{' ' + rpc_status if rpc_status else ''}): {message}"
-    if status == 429 or rpc_status in _RATE_LIMITED_STATUSES:
+    kind = kind_of_status(status)  # google.rpc's status name, where the reply has one, can say more
+    if kind == RATE_LIMITED or rpc_status in _RATE_LIMITED_STATUSES:
         return Attempt(RATE_LIMITED, message=shown, status=status, retry_after_s=retry_after, headers=kept)
-    if (status is not None and (status >= 500 or status in (408, 409))) or rpc_status in _SERVER_STATUSES:
+    if kind == SERVER_ERROR or rpc_status in _SERVER_STATUSES:
         return Attempt(SERVER_ERROR, message=shown, status=status, retry_after_s=retry_after, headers=kept)
-    if status in (401, 403, 404) or rpc_status in _ENDPOINT_STATUSES:
+    if kind == FATAL_ENDPOINT or rpc_status in _ENDPOINT_STATUSES:
         return Attempt(FATAL_ENDPOINT, message=shown, status=status, headers=kept)
     return Attempt(FATAL, message=shown, status=status, headers=kept)
 

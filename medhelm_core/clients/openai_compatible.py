@@ -27,10 +27,10 @@ import httpx
 import openai
 
 from medhelm_core.clients.base import (Attempt, BlockingClient, RequestFailed, RetryPolicy, endpoint_origin,
-                                       headers_of, model_api, redact, truncate_sequence)
+                                       headers_of, kind_of_status, model_api, redact, truncate_sequence)
 from medhelm_core.conf.deployments import resolve_api_key, resolve_base_url
-from medhelm_core.ratelimit import (CONNECTION, CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, RATE_LIMITED, SERVER_ERROR,
-                                    TIMEOUT, TRANSIENT, rate_limit_headers, retry_after_seconds)
+from medhelm_core.ratelimit import (CONNECTION, CONTENT_FILTER, FATAL, OK, RATE_LIMITED, SERVER_ERROR, TIMEOUT,
+                                    TRANSIENT, rate_limit_headers, retry_after_seconds)
 
 # HELM's OpenAIClientUtils error texts whose requests end as a non-fatal result.
 _SAFETY_EMPTY_COMPLETION = (
@@ -161,26 +161,13 @@ class OpenAICompatibleClient(BlockingClient):
             except ValueError as e:  # HELM raises before sending: the run fails
                 return Attempt(FATAL, message=f"invalid request: {e}")
         start = time.time()
-        try:
-            if self.slots is not None:
-                with self.slots:
-                    response = self._post(raw)
-            else:
-                response = self._post(raw)
-            headers = rate_limit_headers(response.headers)
-            try:
-                body = response.json()
-            except ValueError:
-                body = None
-            if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
-                return Attempt(SERVER_ERROR, message=f"malformed response (HTTP {response.status_code})",
-                               status=response.status_code, headers=headers)
-        except openai.APIStatusError as e:
-            return self._status_error(e)
-        except openai.APITimeoutError:
-            return Attempt(TIMEOUT, message="request timed out")
-        except openai.APIConnectionError as e:
-            return Attempt(CONNECTION, message=self.redact(f"connection error: {e.__cause__ or e}"))
+        sent = self._exchange(raw)
+        if isinstance(sent, Attempt):
+            return sent
+        response, body, headers = sent
+        if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
+            return Attempt(SERVER_ERROR, message=f"malformed response (HTTP {response.status_code})",
+                           status=response.status_code, headers=headers)
         elapsed = time.time() - start
         usage = body.get("usage")
         for choice in body.get("choices") or []:
@@ -208,6 +195,27 @@ class OpenAICompatibleClient(BlockingClient):
         return Attempt(OK, result=result, status=200, headers=headers, usage=usage,
                        untruncated=untruncated if request.get("stop_sequences") else None)
 
+    def _exchange(self, raw: dict[str, Any]):
+        """POST the body once: (response, its JSON or None, its rate-limit headers), or the Attempt of an
+        exchange that failed (an HTTP error status, a timeout, no connection)."""
+        try:
+            if self.slots is not None:
+                with self.slots:
+                    response = self._post(raw)
+            else:
+                response = self._post(raw)
+        except openai.APIStatusError as e:
+            return self._status_error(e)
+        except openai.APITimeoutError:
+            return Attempt(TIMEOUT, message="request timed out")
+        except openai.APIConnectionError as e:
+            return Attempt(CONNECTION, message=self.redact(f"connection error: {e.__cause__ or e}"))
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        return response, body, rate_limit_headers(response.headers)
+
     def _post(self, raw: dict[str, Any]):
         """POST /chat/completions through the SDK's client (auth, base URL, headers, timeouts and its
         error classes) with the body HELM's `chat.completions.create(**raw_request)` sends; the raw
@@ -220,17 +228,15 @@ class OpenAICompatibleClient(BlockingClient):
         retry_after = retry_after_seconds(headers)
         status = e.status_code
         message = self.redact(e.message)
-        if status == 429:
-            return Attempt(RATE_LIMITED, message=f"rate limited (HTTP 429): {message}", status=status,
-                           retry_after_s=retry_after, headers=headers)
-        if status >= 500 or status in (408, 409):
-            return Attempt(SERVER_ERROR, message=f"server error (HTTP {status}): {message}", status=status,
+        kind = kind_of_status(status)
+        if kind in TRANSIENT:
+            said = "rate limited" if kind == RATE_LIMITED else "server error"
+            return Attempt(kind, message=f"{said} (HTTP {status}): {message}", status=status,
                            retry_after_s=retry_after, headers=headers)
         non_fatal = self._error_result(str(e), 1)
         if non_fatal is not None:
             return Attempt(CONTENT_FILTER, result=non_fatal, message=non_fatal.get("error") or "content filtered",
                            status=status, headers=headers)
-        kind = FATAL_ENDPOINT if status in (401, 403, 404) else FATAL
         return Attempt(kind, message=f"OpenAI error (HTTP {status}): {message}", status=status, headers=headers)
 
     def complete(self, request: dict, on_retry: Callable[[str], None] | None = None) -> dict:

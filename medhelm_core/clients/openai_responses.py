@@ -24,8 +24,7 @@ from medhelm_core.clients.base import Attempt, model_api
 from medhelm_core.clients.openai_compatible import (OpenAICompatibleClient, _non_fatal,
                                                     apply_edition_switches, is_reasoning_model)
 from medhelm_core.conf.deployments import resolve_api_key, resolve_base_url, resolve_org_id
-from medhelm_core.ratelimit import (CONNECTION, CONTENT_FILTER, FATAL, OK, SERVER_ERROR, TIMEOUT,
-                                    rate_limit_headers)
+from medhelm_core.ratelimit import CONTENT_FILTER, FATAL, OK, SERVER_ERROR
 
 OPENAI_RESPONSE_CLIENT = "helm.clients.openai_responses_client.OpenAIResponseClient"
 
@@ -93,23 +92,10 @@ class OpenAIResponsesClient(OpenAICompatibleClient):
             except ValueError as e:
                 return Attempt(FATAL, message=f"invalid request: {e}")
         start = time.time()
-        try:
-            if self.slots is not None:
-                with self.slots:
-                    response = self._post(raw)
-            else:
-                response = self._post(raw)
-            headers = rate_limit_headers(response.headers)
-            try:
-                body = response.json()
-            except ValueError:
-                body = None
-        except openai.APIStatusError as e:
-            return self._status_error(e)
-        except openai.APITimeoutError:
-            return Attempt(TIMEOUT, message="request timed out")
-        except openai.APIConnectionError as e:
-            return Attempt(CONNECTION, message=self.redact(f"connection error: {e.__cause__ or e}"))
+        sent = self._exchange(raw)
+        if isinstance(sent, Attempt):
+            return sent
+        response, body, headers = sent
         elapsed = time.time() - start
         status = response.status_code
         if not isinstance(body, dict) or not isinstance(body.get("output"), list):

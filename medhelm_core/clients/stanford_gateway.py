@@ -23,13 +23,14 @@ import openai
 
 from medhelm_core.clients.azure_openai import (GATEWAY_KEY_HEADER, _gateway_endpoint, _short, credentials_file,
                                                format_gateway_url, gateway_key)
-from medhelm_core.clients.base import Attempt, BlockingClient, RetryPolicy, endpoint_origin, model_api, redact
+from medhelm_core.clients.base import (Attempt, BlockingClient, RetryPolicy, endpoint_origin, model_api, redact,
+                                       status_attempt)
 from medhelm_core.clients.openai_compatible import (OpenAICompatibleClient, apply_edition_switches,
                                                     vision_language_models)
 from medhelm_core.conf.deployments import resolve_base_url
 from medhelm_core.errors import MedhelmError
-from medhelm_core.ratelimit import (CONNECTION, FATAL, FATAL_ENDPOINT, OK, RATE_LIMITED, SERVER_ERROR, TIMEOUT,
-                                    rate_limit_headers, retry_after_seconds)
+from medhelm_core.ratelimit import (CONNECTION, FATAL, OK, SERVER_ERROR, TIMEOUT, rate_limit_headers,
+                                    retry_after_seconds)
 
 GATEWAY_OPENAI_CLIENT = "helm.clients.stanfordhealthcare_openai_client.StanfordHealthCareOpenAIClient"
 GATEWAY_CLAUDE_CLIENT = "helm.clients.stanfordhealthcare_claude_client.StanfordHealthCareClaudeClient"
@@ -154,13 +155,7 @@ class GatewayHTTPClient(BlockingClient):
         status = response.status_code
         retry_after = retry_after_seconds(headers)
         detail = self.redact(response.text[:300].strip())
-        message = f"gateway error (HTTP {status}): {detail}"
-        if status == 429:
-            return Attempt(RATE_LIMITED, message=message, status=status, retry_after_s=retry_after, headers=headers)
-        if status >= 500 or status in (408, 409):
-            return Attempt(SERVER_ERROR, message=message, status=status, retry_after_s=retry_after, headers=headers)
-        kind = FATAL_ENDPOINT if status in (401, 403, 404) else FATAL
-        return Attempt(kind, message=message, status=status, headers=headers)
+        return status_attempt(status, f"gateway error (HTTP {status}): {detail}", headers, retry_after)
 
 
 class GatewayClaudeClient(GatewayHTTPClient):

@@ -52,13 +52,13 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 import httpx
-from pydantic import SecretStr
 
-from medhelm_core.clients.base import Attempt, BlockingClient, endpoint_origin, model_api, redact, truncate_sequence
+from medhelm_core.clients.base import (Attempt, BlockingClient, endpoint_origin, model_api, plain, redact,
+                                       status_attempt, truncate_sequence)
 from medhelm_core.conf.deployments import resolve_api_key, resolve_base_url
 from medhelm_core.errors import MedhelmError
-from medhelm_core.ratelimit import (CONNECTION, FATAL, FATAL_ENDPOINT, OK, RATE_LIMITED, SERVER_ERROR, TIMEOUT,
-                                    rate_limit_headers, retry_after_seconds)
+from medhelm_core.ratelimit import (CONNECTION, FATAL, FATAL_ENDPOINT, OK, SERVER_ERROR, TIMEOUT, rate_limit_headers,
+                                    retry_after_seconds)
 
 CLASS_NAME = "helm.clients.together_client.TogetherClient"
 INFERENCE_URL = "https://api.together.xyz/api/inference"
@@ -201,27 +201,7 @@ class TogetherClient(BlockingClient):
     def _status_error(self, response: httpx.Response, headers: dict[str, str]) -> Attempt:
         status = response.status_code
         message = self.redact(f"Together request failed with {status}: {response.text[:500]}")
-        if status == 429:
-            return Attempt(RATE_LIMITED, message=message, status=status,
-                           retry_after_s=retry_after_seconds(headers), headers=headers)
-        if status >= 500 or status in (408, 409):
-            return Attempt(SERVER_ERROR, message=message, status=status,
-                           retry_after_s=retry_after_seconds(headers), headers=headers)
-        kind = FATAL_ENDPOINT if status in (401, 403, 404) else FATAL
-        return Attempt(kind, message=message, status=status, headers=headers)
-
-
-def _plain(value: Any) -> Any:
-    return value.get_secret_value() if isinstance(value, SecretStr) else value
-
-
-def _api_key(deployment, credentials, env: Mapping[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
-    try:
-        return resolve_api_key(deployment, credentials, env).get_secret_value()
-    except MedhelmError as e:  # ${TOGETHER_API_KEY_ENV} only reaches the vendor's own endpoint (resolve_api_key decides)
-        said = f"${TOGETHER_API_KEY_ENV}" in str(e)  # resolve_api_key names it for the vendor's own endpoint
-        raise MedhelmError(str(e) if said else f"{e}, ${TOGETHER_API_KEY_ENV}") from None
+        return status_attempt(status, message, headers, retry_after_seconds(headers))
 
 
 @model_api(CLASS_NAME)
@@ -234,8 +214,8 @@ def together_client(deployment, credentials, max_concurrency: int | None = None,
         raise MedhelmError(f"deployment {deployment.name!r}: TogetherClient has no argument {unknown[0]!r} "
                            f"(it takes {', '.join(sorted(_ARGS))})")
     return TogetherClient(
-        api_key=_api_key(deployment, credentials),
-        together_model=_plain(args.get("together_model")),
+        api_key=resolve_api_key(deployment, credentials).get_secret_value(),
+        together_model=plain(args.get("together_model")),
         url=inference_url(resolve_base_url(deployment, credentials)),
         timeout_s=timeout_s,
     )
@@ -552,17 +532,7 @@ class _TogetherSDKClient(BlockingClient):
         error = data.get("error") if isinstance(data, dict) else None
         detail = _sdk_error_text(error) if isinstance(error, dict) else text[:500]
         message = self.redact(f"Error code: {status} - {detail}")
-        if status == 429:
-            kind = RATE_LIMITED
-        elif status >= 500 or status in (408, 409):
-            kind = SERVER_ERROR
-        elif status in (401, 403, 404):
-            kind = FATAL_ENDPOINT
-        else:
-            kind = FATAL
-        raise _Failed(Attempt(kind, message=message, status=status, headers=headers,
-                              retry_after_s=retry_after_seconds(headers) if kind in (RATE_LIMITED, SERVER_ERROR)
-                              else None))
+        raise _Failed(status_attempt(status, message, headers, retry_after_seconds(headers)))
 
     def _fetch_stop_tokens(self) -> dict[str, list]:
         data, _ = self._reply(self._send("GET", self.base_url + "models", None))
@@ -727,11 +697,11 @@ def _sdk_client_args(deployment, credentials, allowed: set[str], class_label: st
     if unknown:
         raise MedhelmError(f"deployment {deployment.name!r}: {class_label} has no argument {unknown[0]!r} "
                            f"(it takes {', '.join(sorted(allowed))})")
-    model = _plain(args.get("together_model"))
-    return {"api_key": _api_key(deployment, credentials),
+    model = plain(args.get("together_model"))
+    return {"api_key": resolve_api_key(deployment, credentials).get_secret_value(),
             "together_model": str(model) if model is not None else None,
             "base_url": resolve_base_url(deployment, credentials),
-            "disable_logprobs": bool(_plain(args.get("disable_logprobs")))}
+            "disable_logprobs": bool(plain(args.get("disable_logprobs")))}
 
 
 @model_api(CHAT_CLASS_NAME)
@@ -740,10 +710,10 @@ def together_chat_client(deployment, credentials, max_concurrency: int | None = 
     """The client of a TogetherChatClient deployment (key: togetherApiKey or $TOGETHER_API_KEY)."""
     kwargs = _sdk_client_args(deployment, credentials, _CHAT_ARGS, "TogetherChatClient")
     args = deployment.client_spec.args
-    processor = _plain(args.get("output_processor"))
+    processor = plain(args.get("output_processor"))
     try:
         return TogetherChatClient(**kwargs, output_processor=processor,
-                                  parse_thinking=bool(_plain(args.get("parse_thinking"))), timeout_s=timeout_s)
+                                  parse_thinking=bool(plain(args.get("parse_thinking"))), timeout_s=timeout_s)
     except ValueError as e:
         raise MedhelmError(f"deployment {deployment.name!r}: {e}") from None
 

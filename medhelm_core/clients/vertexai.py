@@ -49,9 +49,9 @@ from typing import Any
 
 import httpx
 
-from medhelm_core.clients.base import (Attempt, BlockingClient, endpoint_origin, model_api, redact, require_extra,
+from medhelm_core.clients.base import (Attempt, BlockingClient, endpoint_origin, model_api, plain, redact, require_extra,
                                        truncate_sequence)
-from medhelm_core.clients.google_genai import (application_default_credentials, classify_google_error, plain,
+from medhelm_core.clients.google_genai import (application_default_credentials, classify_google_error,
                                                setting)
 from medhelm_core.clients.openai_compatible import _non_fatal
 from medhelm_core.errors import MedhelmError
