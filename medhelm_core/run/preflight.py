@@ -173,29 +173,39 @@ def _judge_deployment_problem(ws: Workspace, name: str, credentials) -> str | No
     if dep is None:
         searched = ", ".join(ws.registry.deployment_files)
         return f"is not defined: map the judge in {deployments_file} (searched: {searched})"
+    cls = dep.client_spec.class_name
+    if cls not in supported_client_classes():
+        return (f"uses client class {cls}, which medhelm cannot call: "
+                f"map the judge in {deployments_file}" + _builtin_hint(ws, dep))
     try:
-        if dep.client_spec.class_name != VLLM_CHAT_CLIENT:  # a vLLM server takes no key (HELM sends "EMPTY")
-            resolve_api_key(dep, credentials)
-    except MedhelmError:
+        ws.client(name)  # every client checks what it needs (a key, an endpoint, AWS or Google credentials)
+        failed = None
+    except MedhelmError as e:
+        failed = e
+    if failed is not None and _lacks_api_key(dep, credentials):
         usual = vendor_key_env(dep, credentials)  # a vendor's public API: its usual variable
         if usual:
             return (f"has no API key: set {' or '.join('$' + n for n in usual)}, or add {dep.host_organization}ApiKey "
                     f"to {_credentials_file(ws, credentials)}")
         return (f"has no API key: add {dep.host_organization}ApiKey to {_credentials_file(ws, credentials)} "
                 f"or map the judge in {deployments_file}" + _builtin_hint(ws, dep))
-
-    cls = dep.client_spec.class_name
-    if cls not in supported_client_classes():
-        return (f"uses client class {cls}, which medhelm cannot call (it calls OpenAI-compatible endpoints): "
-                f"map the judge in {deployments_file}" + _builtin_hint(ws, dep))
     problem = _endpoint_problem(ws, dep, credentials)
     if problem:
         return problem
-    try:
-        ws.client(name)
-    except MedhelmError as e:
-        return f"cannot be called: {e}: map the judge in {deployments_file}"
+    if failed is not None:
+        return f"cannot be called: {failed}: map the judge in {deployments_file}"
     return None
+
+
+def _lacks_api_key(dep, credentials) -> bool:
+    """No API key where HELM's client would look (a vLLM server takes none: HELM sends "EMPTY")."""
+    if dep.client_spec.class_name == VLLM_CHAT_CLIENT:
+        return False
+    try:
+        resolve_api_key(dep, credentials)
+    except MedhelmError:
+        return True
+    return False
 
 
 def _judges(ws: Workspace, spec: dict, where: str) -> list[tuple[str, str]]:

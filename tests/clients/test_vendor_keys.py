@@ -75,3 +75,29 @@ def test_a_client_for_another_host_does_not_take_the_vendor_variable(org, class_
     with pytest.raises(MedhelmError) as e:
         client_for_deployment(dep, NO_CREDENTIALS)
     assert KEYS[variable] not in str(e.value)
+
+
+def test_a_judge_without_an_api_key_concept_passes_the_judge_check(tmp_path, monkeypatch):
+    """A judge on Bedrock (AWS credentials) or Vertex AI (Google credentials) takes no API key: the
+    judge check asks its client, not resolve_api_key; a gateway judge without its key is still named."""
+    pytest.importorskip("boto3")
+    from medhelm_core.run.preflight import _judge_deployment_problem
+    from medhelm_core.run.workspace import Workspace
+
+    env = tmp_path / "prod_env"
+    env.mkdir()
+    (env / "model_deployments.yaml").write_text(
+        "model_deployments:\n"
+        "  - name: amazon/claude-judge\n"
+        "    model_name: anthropic/claude-3-7-sonnet-20250219\n"
+        "    tokenizer_name: simple/tokenizer1\n"
+        "    client_spec:\n"
+        "      class_name: helm.clients.bedrock_client.BedrockNovaClient\n"
+        "      args: {region: us-west-2, bedrock_model_id: us.anthropic.claude-3-7-sonnet-20250219-v1:0}\n")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAMOCKNOTASECRET")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "mock-not-a-secret")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    ws = Workspace(tmp_path / "out", env)
+    assert _judge_deployment_problem(ws, "amazon/claude-judge", NO_CREDENTIALS) is None
+    problem = _judge_deployment_problem(ws, "stanfordhealthcare/gpt-4o-2024-05-13", NO_CREDENTIALS)
+    assert problem.startswith("has no API key: add stanfordhealthcareApiKey"), problem
