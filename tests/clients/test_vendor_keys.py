@@ -77,12 +77,14 @@ def test_a_client_for_another_host_does_not_take_the_vendor_variable(org, class_
     assert KEYS[variable] not in str(e.value)
 
 
-def test_a_judge_without_an_api_key_concept_passes_the_judge_check(tmp_path, monkeypatch):
-    """A judge on Bedrock (AWS credentials) or Vertex AI (Google credentials) takes no API key: the
-    judge check asks its client, not resolve_api_key; a gateway judge without its key is still named."""
+def test_a_judge_without_an_api_key_concept_passes_the_judge_check(tmp_path):
+    """A judge on Bedrock (AWS credentials) takes no API key: the judge check asks its client, not
+    resolve_api_key; a gateway judge without its key is still named. (In a process of its own:
+    building the built-in gateway client leaves process-wide tokenizer state behind.)"""
     pytest.importorskip("boto3")
-    from medhelm_core.run.preflight import _judge_deployment_problem
-    from medhelm_core.run.workspace import Workspace
+    import os
+    import subprocess
+    import sys
 
     env = tmp_path / "prod_env"
     env.mkdir()
@@ -94,10 +96,19 @@ def test_a_judge_without_an_api_key_concept_passes_the_judge_check(tmp_path, mon
         "    client_spec:\n"
         "      class_name: helm.clients.bedrock_client.BedrockNovaClient\n"
         "      args: {region: us-west-2, bedrock_model_id: us.anthropic.claude-3-7-sonnet-20250219-v1:0}\n")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAMOCKNOTASECRET")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "mock-not-a-secret")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    ws = Workspace(tmp_path / "out", env)
-    assert _judge_deployment_problem(ws, "amazon/claude-judge", NO_CREDENTIALS) is None
-    problem = _judge_deployment_problem(ws, "stanfordhealthcare/gpt-4o-2024-05-13", NO_CREDENTIALS)
-    assert problem.startswith("has no API key: add stanfordhealthcareApiKey"), problem
+    script = (
+        "import sys\n"
+        "from medhelm_core.conf.deployments import parse_credentials\n"
+        "from medhelm_core.run.preflight import _judge_deployment_problem\n"
+        "from medhelm_core.run.workspace import Workspace\n"
+        "ws = Workspace(sys.argv[1], sys.argv[2]); none = parse_credentials('', 'credentials.conf')\n"
+        "print(_judge_deployment_problem(ws, 'amazon/claude-judge', none))\n"
+        "print(_judge_deployment_problem(ws, 'stanfordhealthcare/gpt-4o-2024-05-13', none))\n")
+    aws = {"AWS_ACCESS_KEY_ID": "AKIAMOCKNOTASECRET", "AWS_SECRET_ACCESS_KEY": "mock-not-a-secret",
+           "AWS_EC2_METADATA_DISABLED": "true"}
+    r = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out"), str(env)], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, **aws})
+    assert r.returncode == 0, r.stderr[-2000:]
+    bedrock, gateway = r.stdout.splitlines()
+    assert bedrock == "None"
+    assert gateway.startswith("has no API key: add stanfordhealthcareApiKey"), gateway
