@@ -6,6 +6,9 @@
 
 Each pair becomes the description HELM's confs spell out by hand:
 `<benchmark>:[num_output_tokens=N,][<benchmark args>,]model=…,model_deployment=…`.
+Without `models`, each benchmark becomes HELM's wildcard entry `<benchmark>:[<args>,]model=text`, which
+helm-run expands to the models of `--models-to-run` (and requires it): one file of benchmarks for any
+model (`conf/medhelm_public_any_model.yaml`).
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ class Matrix(BaseModel):
     model_config = ConfigDict(extra="forbid")
     priority: int = 1
     benchmarks: list[str]
-    models: list[MatrixModel]
+    models: Optional[list[MatrixModel]] = None
 
 
 def load_matrix(path: str | Path) -> list[RunEntry]:
@@ -53,6 +56,10 @@ def load_matrix(path: str | Path) -> list[RunEntry]:
     entries = []
     for bench in matrix.benchmarks:
         name, _, args = bench.partition(":")
+        if matrix.models is None:
+            entries.append(RunEntry(description=f"{name}:{args + ',' if args else ''}model=text",
+                                    priority=matrix.priority, source=source))
+            continue
         for m in matrix.models:
             parts = [f"num_output_tokens={m.num_output_tokens}"] if m.num_output_tokens else []
             parts += [args] if args else []
