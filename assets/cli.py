@@ -145,8 +145,12 @@ def _run(args) -> int:
         return 0
     if args.estimate_cost:
         from medhelm_core.run.estimate import estimate_runs, format_estimate
+        from medhelm_core.run.preflight import run_problems
 
+        problems = run_problems(ws, entries)  # keys, deployments, judges: before any data is read
         print(format_estimate(estimate_runs(ws, entries), budget=args.budget))
+        for problem in problems:
+            print(f"Before a run can start: {problem}")
         return 0
     from medhelm_core.costs import Budget, BudgetExhausted
     from medhelm_core.engine import RunControls

@@ -344,6 +344,10 @@ class Catalog:
             self._built[class_name] = bench.scenario() if bench is not None else None
         return self._built[class_name]
 
+    def benchmark_of_scenario(self, class_name: str) -> Benchmark | None:
+        """The folder that builds a HELM scenario class (None: no folder does)."""
+        return self._by_scenario_class.get(class_name)
+
     def tier_of(self, class_name: str) -> str | None:
         bench = self._by_scenario_class.get(class_name)
         return bench.tier if bench is not None else None

@@ -14,6 +14,9 @@ One place decides, for every file a public scenario reads, which bytes on disk i
   `<output-path>/scenarios/<scenario>/SOURCES.json`. A cached file is never fetched again, which
   pins unpinned upstreams (GitHub branches, directory listings) to what was first downloaded.
 
+`cached_data_only()` (the cost estimate) turns downloads off: a file neither mirrored nor cached is a
+`DataNotHere` naming it, and the estimate falls back to the benchmark's recorded size.
+
 Either way a scenario's `data_files(args)` returns the paths it reads, so a changed file changes the
 dataset's content hash and its `public_datasets` partition goes stale.
 
@@ -53,6 +56,27 @@ HF_PARQUET_EXPORT = "refs/convert/parquet"
 # (`cache_rooted`, which each run layer enters), else this default.
 DEFAULT_CACHE_ROOT = Path("benchmark_output") / "scenarios"
 _CACHE_ROOT: ContextVar[Path | None] = ContextVar("medhelm_scenario_cache_root", default=None)
+_DOWNLOADS_ON: ContextVar[bool] = ContextVar("medhelm_scenario_downloads", default=True)
+
+
+class DataNotHere(MedhelmError):
+    """A data file that is not on this machine: missing from the mirror, from the user's data folder
+    (gated, private), or not cached while downloads are off (`cached_data_only`)."""
+
+
+@contextlib.contextmanager
+def cached_data_only() -> Iterator[None]:
+    """Read what is mirrored or cached, download nothing (`--estimate-cost` is offline-first)."""
+    token = _DOWNLOADS_ON.set(False)
+    try:
+        yield
+    finally:
+        _DOWNLOADS_ON.reset(token)
+
+
+def _may_download(scenario: str, source: str) -> None:
+    if not _DOWNLOADS_ON.get():
+        raise DataNotHere(f"{scenario}: not downloaded yet ({source})")
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -169,7 +193,7 @@ class HFSplit:
 
 # ----------------------------------------------------------------------------- resolution
 def _missing(scenario: str, path: Path, source: str) -> MedhelmError:
-    return MedhelmError(f"{scenario}: {path} is missing from the data mirror ({MIRROR_ENV}); upstream source: {source}")
+    return DataNotHere(f"{scenario}: {path} is missing from the data mirror ({MIRROR_ENV}); upstream source: {source}")
 
 
 def fetch(up: UpstreamFile) -> Path:
@@ -182,6 +206,7 @@ def fetch(up: UpstreamFile) -> Path:
         return path
     path = cache_root() / up.scenario / up.name
     if not path.is_file():
+        _may_download(up.scenario, up.url)
         data = http_get(up.url, dict(up.headers))
         _write_cached(path, data, up.scenario, up.name, {"url": up.url})
     return path
@@ -232,6 +257,7 @@ def fetch_hf_split(hf: HFSplit) -> Path:
         return path
     path = cache_root() / hf.scenario / HF_DIR / hf.dir_name / f"{hf.split}.parquet"
     if not path.is_file():
+        _may_download(hf.scenario, hf.source)
         ds = _download_hf_split(hf)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".part")
@@ -244,6 +270,12 @@ def fetch_hf_split(hf: HFSplit) -> Path:
 
 
 def _download_hf_split(hf: HFSplit):
+    from medhelm_core.hf_hub import hub_connection_problem
+
+    why = hub_connection_problem()  # one probe, not the hub client's five retries per file
+    if why:
+        raise MedhelmError(f"{hf.scenario}: cannot download {hf.source}: {why} (set {MIRROR_ENV} to a local "
+                           "copy of the data)")
     datasets = _datasets()
     path = hf.online_path or hf.path
     try:
@@ -317,6 +349,7 @@ def github_listing(gd: GitHubDir) -> tuple[list[str], Path | None]:
         return names[:GITHUB_LISTING_LIMIT], None
     path = cache_root() / gd.scenario / f"{gd.dirname}.listing.json"
     if not path.is_file():
+        _may_download(gd.scenario, gd.api_url)
         data = http_get(gd.api_url, dict(gd.headers))
         try:
             entries = json.loads(data)
@@ -357,8 +390,17 @@ def http_get(url: str, headers: dict[str, str] | None = None, attempts: int = 3)
                 break
         except (urllib.error.URLError, OSError) as e:
             last = e
+            if _no_route(e):
+                break  # no name resolution or nothing listening: retrying only adds seconds
         time.sleep(2 ** attempt)
     raise MedhelmError(f"cannot download {url}: {last}")
+
+
+def _no_route(error: BaseException) -> bool:
+    import socket
+
+    reason = getattr(error, "reason", error)
+    return isinstance(reason, (socket.gaierror, ConnectionRefusedError))
 
 
 def _write_cached(path: Path, data: bytes, scenario: str, name: str, info: dict[str, Any]) -> None:

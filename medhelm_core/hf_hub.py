@@ -140,6 +140,12 @@ def hub_unreachable() -> Optional[str]:
     process."""
     if downloads_off():
         return "downloads are off (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE / MEDHELM_OFFLINE)"
+    return hub_connection_problem()
+
+
+def hub_connection_problem() -> Optional[str]:
+    """Why no connection to the hub's endpoint can be made from here (tried once per endpoint, proxy
+    and process), or None."""
     endpoint = hub_endpoint()
     host, port, proxy = _connect_target(endpoint)
     if not host:

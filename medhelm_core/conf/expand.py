@@ -636,7 +636,7 @@ def _with_location(exc: MedhelmError, entry: RunEntry) -> MedhelmError:
     loc = entry.location
     if message.startswith(loc):
         return exc
-    if entry.source is None:
+    if entry.source is None or entry.line is None:  # the location names the description already
         return MedhelmError(f"{loc}: {message}")
     return MedhelmError(f"{loc}: {message} (description {entry.description!r})")
 

@@ -449,7 +449,7 @@ class RunEntry(BaseModel):
     def location(self) -> str:
         if self.source is None:
             return f"run entry {self.description!r}"
-        return f"{self.source}:{self.line}"
+        return f"{self.source}:{self.line}" if self.line is not None else f"{self.source}: {self.description!r}"
 
 
 _ENTRY_FIELDS = ("description", "priority", "groups")

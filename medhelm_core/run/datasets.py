@@ -9,6 +9,7 @@ from pathlib import Path
 
 from medhelm_core import adapt
 from medhelm_core.catalog import Catalog
+from medhelm_core.data_sources import DataNotHere
 from medhelm_core.errors import MedhelmError, shorten
 from medhelm_core.options import check_data_file
 from medhelm_core.parts import ScenarioDef
@@ -45,8 +46,13 @@ def existing_data_files(defn: ScenarioDef, args: dict, where: str) -> list[str]:
     files = defn.data_files(args)
     missing = [f for f in files if not os.path.exists(f)]
     if missing:
-        defn.load(args)
-        raise MedhelmError(f"{where}: data file not found: {shorten(missing[0])}")
+        try:
+            defn.load(args)
+        except DataNotHere:
+            raise
+        except MedhelmError as e:  # the scenario's own words for its missing file
+            raise DataNotHere(str(e)) from None
+        raise DataNotHere(f"{where}: data file not found: {shorten(missing[0])}")
     for f in files:   # regular files of a bounded size (never /dev/zero, read forever)
         check_data_file(f, where)
     return files

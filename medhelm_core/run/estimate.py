@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
 from medhelm_core import adapt, jury
+from medhelm_core.data_sources import DataNotHere, cached_data_only
 from medhelm_core.run.workspace import in_data_scope
 from medhelm_core.run.datasets import scenario_key
+from medhelm_core.run.recorded_sizes import recorded_size
 from medhelm_core.run.requests import prompt_fitter
 from medhelm_core.tokenizers import is_approximate
 
@@ -39,6 +42,10 @@ class Estimate:
     approximated: dict[str, str | None] = field(default_factory=dict)
     # tokenizer_name -> the ApproximateTokenizer standing in for it (what is missing, said once)
     approximation_reasons: dict[str | None, Any] = field(default_factory=dict)
+    # run name -> the benchmark's size.yaml it was estimated from (its data not on this machine)
+    from_records: dict[str, str] = field(default_factory=dict)
+    # run name -> why it could not be estimated (no data here, no recorded size)
+    not_estimated: dict[str, str] = field(default_factory=dict)
 
     @property
     def total_usd(self) -> float:
@@ -100,9 +107,15 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
     for _, spec in entries:
         adapter = spec["adapter_spec"]
         sspec = spec["scenario_spec"]
-        key, _ = scenario_key(sspec, ws.catalog)
-        if key not in instances_by_scenario:
-            instances_by_scenario[key] = adapt.assign_instance_ids(ws.catalog.scenario(sspec["class_name"]).load(sspec["args"]))
+        try:
+            with cached_data_only():  # offline-first: what is mirrored, cached or on disk; nothing downloaded
+                key, _ = scenario_key(sspec, ws.catalog)
+                if key not in instances_by_scenario:
+                    instances_by_scenario[key] = adapt.assign_instance_ids(
+                        ws.catalog.scenario(sspec["class_name"]).load(sspec["args"]))
+        except DataNotHere as e:
+            _estimate_from_record(ws, est, spec, e, price)
+            continue
         sampled = adapt.downsample_eval_instances(instances_by_scenario[key], adapter.get("max_eval_instances"),
                                                   adapter.get("eval_splits"))
         dep = adapter["model_deployment"]
@@ -161,6 +174,56 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
             jr.approximate = jr.calls > 0 and approximate(jr.deployment)
             est.rows.append(jr)
     return est
+
+
+def _estimate_from_record(ws, est: Estimate, spec: dict, absent: DataNotHere, price) -> None:
+    """A run whose data is not here, counted from its benchmark's recorded size (approximate), or
+    listed as not estimated."""
+    adapter = spec["adapter_spec"]
+    rec = recorded_size(ws.catalog, spec["scenario_spec"])
+    if rec is None:
+        est.not_estimated[spec["name"]] = str(absent)
+        return
+    est.from_records[spec["name"]] = str(rec.source)
+    n = rec.eval_instances if adapter.get("max_eval_instances") is None else \
+        min(rec.eval_instances, adapter["max_eval_instances"])
+    n *= max(1, adapter.get("num_train_trials") or 1)
+    dep = adapter["model_deployment"]
+    max_tokens = adapter.get("max_tokens") or 0
+    completions = 1 if adapter.get("method") == adapt.ADAPT_MULTIPLE_CHOICE_JOINT else \
+        max(1, adapter.get("num_outputs") or 1)
+    row = EstimateRow(spec["name"], "model", dep, calls=n, prompt_tokens=round(n * rec.mean_prompt_tokens),
+                      output_tokens=n * max_tokens * completions, approximate=True)
+    row.usd = price(dep, row.prompt_tokens, row.output_tokens)
+    est.rows.append(row)
+    for aspec in spec.get("annotators") or []:
+        j = ws.catalog.annotator(aspec, spec["name"])
+        if not getattr(j, "judges", None) or rec.mean_judge_prompt_tokens is None:
+            continue
+        calls = round(n * (rec.judge_calls_per_instance or 1))
+        for info in j.judges.values():
+            jdep = info["model_deployment"]
+            out = jury.judge_request(info, "")["max_tokens"]
+            jr = EstimateRow(spec["name"], "judge", jdep, calls=calls,
+                             prompt_tokens=round(calls * (rec.mean_judge_prompt_tokens + max_tokens)),
+                             output_tokens=calls * out, approximate=True)
+            jr.usd = price(jdep, jr.prompt_tokens, jr.output_tokens)
+            est.rows.append(jr)
+
+
+def records_notice(est: Estimate) -> list[str]:
+    """One line for the runs counted from recorded sizes, one for those not counted at all."""
+    lines = []
+    if est.from_records:
+        benches = sorted({Path(p).parent.name for p in est.from_records.values()})
+        lines.append(f"~ {len(est.from_records)} run(s) estimated from recorded sizes (their data is not on this "
+                     f"machine, and an estimate downloads nothing): {', '.join(benches)} (size.yaml of each "
+                     "benchmark folder: instances and mean prompt tokens)")
+    if est.not_estimated:
+        first = next(iter(est.not_estimated.values()))
+        lines.append(f"Not estimated: {len(est.not_estimated)} run(s) whose data is not here and whose benchmark "
+                     f"records no size: {', '.join(sorted(est.not_estimated))} (first: {first})")
+    return lines
 
 
 def _stored_results(ws, keys: list[str], requests: dict[str, dict] | None = None) -> dict[str, dict]:
@@ -253,10 +316,11 @@ def format_estimate(est: Estimate, budget: float | None = None) -> str:
     lines += ["", f"Total: {calls:,} new calls, {_tokens(ptok, approx)} prompt tokens, {otok:,} output tokens at "
                   f"most, {'~' if approx else ''}${est.total_usd:,.4f}"
               + (" (priced deployments only)" if est.unpriced else "")]
+    lines += records_notice(est)
     share = judges_share(est)
     if share:
         lines.append(share)
-    if approx:
+    if est.approximation_reasons:
         lines.append(approximation_notice(est))
     if est.unpriced:
         lines.append("No price for: " + ", ".join(sorted(est.unpriced)) + " (set input_per_million and "

@@ -29,6 +29,7 @@ from medhelm_core.tokenizers import TokenizerError
 
 
 PLACEHOLDER_KEY_PREFIX = "REPLACE_ME"
+VENDOR_KEY_MISSING = "has no API key: set "  # a vendor judge's usual variable follows
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"  # the OpenAI SDK's, for a deployment that names none
 OFFLINE_ENV = "MEDHELM_OFFLINE"
 IN_PROCESS = "in-process"  # the endpoint of a model run in this process (HuggingFaceClient)
@@ -41,47 +42,69 @@ _ENDPOINT_CLASSES = _AZURE_CLASSES | ENDPOINT_CLIENT_CLASSES
 
 @in_data_scope
 def validate_runs(ws: Workspace, entries: list[tuple[Any, dict]]) -> None:
-    """Everything that can be checked before any row is written or any call is paid for:
-    scenario implemented, data files present, model deployments known with their API keys, a real
-    (not placeholder) key, an endpoint that is a URL and a tokenizer that loads; the juries' judge
-    deployments too. Each problem is one line naming the deployment and the file to edit."""
+    """Everything that can be checked before any row is written or any call is paid for, the
+    deployments before any data is read or downloaded (`run_problems`), then every run's data files.
+    The first problem stops the run, as one line naming the deployment or file and what to edit."""
+    problems = run_problems(ws, entries)
+    if problems:
+        raise MedhelmError(problems[0])
+    for entry, spec in entries:
+        defn = ws.catalog.find_scenario(spec["scenario_spec"]["class_name"])
+        if defn.tier == "public":  # may download: only now that everything else is known to be right
+            existing_data_files(defn, spec["scenario_spec"]["args"], f"{entry.location or 'run entry'}: {spec['name']}")
+
+
+def run_problems(ws: Workspace, entries: list[tuple[Any, dict]]) -> list[str]:
+    """What would stop these runs, found without downloading any data: a scenario not implemented, a
+    gated or private data file missing, a model or judge deployment not defined, without its key, with a placeholder key, an
+    endpoint that is not a URL or a tokenizer that does not load, a metric that cannot be computed, no
+    price under --budget. One line per problem, each deployment named once."""
     credentials = load_credentials(ws.local_path)
-    problem = missing_judge_keys(ws, entries, credentials)  # every public judge's key variable, in one line
-    if problem:
-        raise MedhelmError(problem)
+    problems: list[str] = []
+    keys_line = missing_judge_keys(ws, entries, credentials)  # every public judge's key variable, in one line
+    if keys_line:
+        problems.append(keys_line)
     checked: set[tuple[str, str]] = set()
     for entry, spec in entries:
         where = f"{entry.location or 'run entry'}: {spec['name']}"
         cls = spec["scenario_spec"]["class_name"]
         defn = ws.catalog.find_scenario(cls)
         if defn is None:
-            raise MedhelmError(f"{where}: scenario {cls} is not implemented")
-        existing_data_files(defn, spec["scenario_spec"]["args"], where)
+            problems.append(f"{where}: scenario {cls} is not implemented")
+            continue
+        if defn.tier != "public":  # the user's own files (gated, private): a look on disk, no download
+            try:
+                existing_data_files(defn, spec["scenario_spec"]["args"], where)
+            except MedhelmError as e:
+                problems.append(str(e))
         model = spec["adapter_spec"]["model_deployment"]
         judges = _judges(ws, spec, where)
         if ("model", model) not in checked:
             problem = _model_deployment_problem(ws, model, credentials)
             if problem:
-                raise MedhelmError(f"{where}: {problem}")
+                problems.append(f"{where}: {problem}")
             checked.add(("model", model))
         for name, jury_name in judges:
             if ("judge", name) not in checked:
                 problem = _judge_deployment_problem(ws, name, credentials)
-                if problem:
-                    raise MedhelmError(f"judge deployment {name} (jury of {jury_name}) {problem}")
+                if problem and not (keys_line and problem.startswith(VENDOR_KEY_MISSING)):  # said in keys_line
+                    problems.append(f"judge deployment {name} (jury of {jury_name}) {problem}")
                 checked.add(("judge", name))
         metric_specs = json.dumps(spec.get("metric_specs", []), sort_keys=True)
         if ("metrics", metric_specs) not in checked:
             try:  # e.g. BERTScore/SummaC of a spec with device 'cuda' need the [summarization] extra and weights
                 check_metrics_computable(spec, ws.catalog.metrics)
             except MetricError as e:
-                raise MedhelmError(f"{where}: {e}") from None
+                problems.append(f"{where}: {e}")
             checked.add(("metrics", metric_specs))
         for name in [model] + [name for name, _ in judges]:
-            if ws.controls.budget is not None and not ws.deployment_settings(name).priced:
-                raise MedhelmError(f"{where}: --budget needs a price for deployment {name!r}: set input_per_million "
-                                   f"and output_per_million for it in {ws.settings.describe()} or "
-                                   f"{ws.local_path}/medhelm_deployments.yaml")
+            if ws.controls.budget is not None and ("price", name) not in checked \
+                    and not ws.deployment_settings(name).priced:
+                problems.append(f"{where}: --budget needs a price for deployment {name!r}: set input_per_million "
+                                f"and output_per_million for it in {ws.settings.describe()} or "
+                                f"{ws.local_path}/medhelm_deployments.yaml")
+                checked.add(("price", name))
+    return problems
 
 
 def _credentials_file(ws: Workspace, credentials) -> str:
@@ -185,7 +208,7 @@ def _judge_deployment_problem(ws: Workspace, name: str, credentials) -> str | No
     if failed is not None and _lacks_api_key(dep, credentials):
         usual = vendor_key_env(dep, credentials)  # a vendor's public API: its usual variable
         if usual:
-            return (f"has no API key: set {' or '.join('$' + n for n in usual)}, or add {dep.host_organization}ApiKey "
+            return (f"{VENDOR_KEY_MISSING}{' or '.join('$' + n for n in usual)}, or add {dep.host_organization}ApiKey "
                     f"to {_credentials_file(ws, credentials)}")
         return (f"has no API key: add {dep.host_organization}ApiKey to {_credentials_file(ws, credentials)} "
                 f"or map the judge in {deployments_file}" + _builtin_hint(ws, dep))

@@ -193,11 +193,15 @@ def test_estimate_cost_of_the_public_conf_offline(offline, mirror, tmp_path, mon
     by_deployment = out.split("By deployment:")[1]
     for name in VENDOR_MODEL_IDS:
         assert f"{name} " in by_deployment and f"{name}  " in by_deployment.split("Total:")[0], name
-    judge_rows = [line for line in by_deployment.splitlines() if " judge " in line and not line.startswith("Judges' share")]
+    judge_rows = [line for line in by_deployment.splitlines() if " judge " in line
+                  and not line.startswith(("Judges' share", "Before a run can start"))]
     assert sorted(line.split()[0] for line in judge_rows) == sorted(DEFAULT_JUDGES)
     total = next(line for line in out.splitlines() if line.startswith("Total:"))
     assert "4,940 new calls" in total and "$" in total and "priced deployments only" not in total
     assert "No price for" not in out and "~ approximate" not in out  # every deployment priced, exact tokenizers
+    # the example's placeholder keys would stop a run: said now, one line per deployment
+    stops = [line for line in out.splitlines() if line.startswith("Before a run can start:")]
+    assert stops and all("placeholder API key" in line for line in stops)
     assert not (tmp_path / "out" / "medhelm.duckdb").exists() and not (tmp_path / "dh").exists()
     print(f"estimate of 221 runs: {seconds:.1f}s")
 
