@@ -45,3 +45,12 @@ def unexpected_line(prog: str, error: BaseException) -> str:
     type and first line, never a traceback (MEDHELM_DEBUG=1 lets the command raise it instead)."""
     text = (str(error).strip().splitlines() or [""])[0]
     return one_line(f"{prog}: error: {type(error).__name__}: {text} ({DEBUG_ENV}=1 shows the traceback)")
+
+
+def validation_message(exc) -> str:
+    """A pydantic ValidationError in one line, WITHOUT the offending input (which could be a secret)."""
+    parts = []
+    for err in exc.errors(include_input=False, include_url=False):
+        loc = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
+    return "; ".join(parts)

@@ -28,7 +28,7 @@ import openai
 
 from medhelm_core.clients.base import (Attempt, BlockingClient, RequestFailed, RetryPolicy, endpoint_origin,
                                        headers_of, kind_of_status, model_api, redact, truncate_sequence)
-from medhelm_core.conf.deployments import resolve_api_key, resolve_base_url
+from medhelm_core.conf.deployments import resolve_api_key, resolve_base_url, resolve_org_id
 from medhelm_core.ratelimit import (CONNECTION, CONTENT_FILTER, FATAL, OK, RATE_LIMITED, SERVER_ERROR, TIMEOUT,
                                     TRANSIENT, rate_limit_headers, retry_after_seconds)
 
@@ -98,10 +98,13 @@ class OpenAICompatibleClient(BlockingClient):
     def __init__(self, base_url: str | None, api_key: str, openai_model_name: str | None = None,
                  output_processor: str | None = None, timeout_s: float = 600.0,
                  retry: RetryPolicy | None = None, max_concurrency: int | None = None, http_client=None,
-                 vision_language_models: frozenset[str] | None = None, sdk_client: openai.OpenAI | None = None):
+                 vision_language_models: frozenset[str] | None = None, sdk_client: openai.OpenAI | None = None,
+                 organization: str | None = None):
         # `sdk_client`: an SDK client built by a subclass (Azure's URL and `api-key`, a gateway's headers).
+        # `organization`: HELM's org_id, sent by the SDK as the OpenAI-Organization header.
         self._client = sdk_client or openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0,
-                                                   timeout=timeout_s, http_client=http_client)
+                                                   timeout=timeout_s, http_client=http_client,
+                                                   organization=organization)
         self._secret = api_key or ""
         self.openai_model_name = openai_model_name
         # HELM's `is_vlm(request.model)`: these models get no `"stop": null`.
@@ -322,10 +325,12 @@ def openai_compatible_client(deployment, credentials, max_concurrency: int | Non
     """The client of an OpenAI-compatible deployment (base URL and key from the deployment, credentials or env)."""
     args = deployment.client_spec.args
     if deployment.client_spec.class_name == VLLM_CHAT_CLIENT:
-        # HELM's VLLMChatClient: api_key "EMPTY" (a vLLM server wants none), vllm_model_name as the model.
-        key, model_name = "EMPTY", args.get("vllm_model_name")
-    else:
+        # HELM's VLLMChatClient: api_key "EMPTY" (a vLLM server wants none), vllm_model_name as the model,
+        # no organization.
+        key, model_name, organization = "EMPTY", args.get("vllm_model_name"), None
+    else:  # HELM's OpenAIClient (and its legacy-completions subclass) takes org_id: args, else `<org>OrgId`
         key, model_name = resolve_api_key(deployment, credentials).get_secret_value(), args.get("openai_model_name")
+        organization = resolve_org_id(deployment, credentials)
     base_url = resolve_base_url(deployment, credentials)
     return apply_edition_switches(OpenAICompatibleClient(
         base_url=base_url,
@@ -335,4 +340,5 @@ def openai_compatible_client(deployment, credentials, max_concurrency: int | Non
         max_concurrency=max_concurrency,
         timeout_s=timeout_s,
         vision_language_models=vision_language_models(deployment),
+        organization=organization,
     ), edition_switches)

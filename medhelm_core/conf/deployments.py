@@ -56,7 +56,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from medhelm_core.conf.run_entries import parse_hocon
-from medhelm_core.errors import MedhelmError
+from medhelm_core.errors import MedhelmError, validation_message
 from medhelm_core.resources import HELM_CONFIG_DIR
 from medhelm_core.yamlio import safe_load
 
@@ -78,15 +78,6 @@ FULL_FUNCTIONALITY_TEXT_MODEL_TAG = "FULL_FUNCTIONALITY_TEXT_MODEL_TAG"
 
 # client_spec.args keys that hold secrets.
 _SECRET_ARG = re.compile(r"(?i)(^|_)(api_?key|key|token|secret|password|passwd)$")
-
-
-def _validation_message(exc: ValidationError) -> str:
-    """pydantic errors WITHOUT the offending input (which could be a secret)."""
-    parts = []
-    for err in exc.errors(include_input=False, include_url=False):
-        loc = ".".join(str(p) for p in err["loc"])
-        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
-    return "; ".join(parts)
 
 
 def _hide_secrets(value: Any) -> Any:
@@ -234,7 +225,7 @@ def _read_list(path: Path, key: str, model: type[BaseModel]) -> list[Any]:
         try:
             out.append(model.model_validate(data))
         except ValidationError as exc:
-            raise MedhelmError(f"{path}: {label}: {_validation_message(exc)}") from None
+            raise MedhelmError(f"{path}: {label}: {validation_message(exc)}") from None
     return out
 
 

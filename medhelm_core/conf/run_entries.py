@@ -31,7 +31,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from medhelm_core.errors import MedhelmError
+from medhelm_core.errors import MedhelmError, validation_message
 
 log = logging.getLogger(__name__)
 
@@ -455,14 +455,6 @@ class RunEntry(BaseModel):
 _ENTRY_FIELDS = ("description", "priority", "groups")
 
 
-def _validation_message(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_input=False, include_url=False):
-        loc = ".".join(str(p) for p in err["loc"])
-        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
-    return "; ".join(parts)
-
-
 def run_entries_from_hocon(tree: Any, source: str) -> list[RunEntry]:
     """`dacite.from_dict(RunEntries, tree)` with file:line errors."""
     if not isinstance(tree, dict):
@@ -486,5 +478,5 @@ def run_entries_from_hocon(tree: Any, source: str) -> list[RunEntry]:
         try:
             out.append(RunEntry(**fields, source=source, line=line))
         except ValidationError as exc:
-            raise MedhelmError(f"{source}:{line}: invalid run entry: {_validation_message(exc)}") from None
+            raise MedhelmError(f"{source}:{line}: invalid run entry: {validation_message(exc)}") from None
     return out

@@ -26,14 +26,6 @@ TOKENIZER_STATS = ("num_prompt_tokens", "num_output_tokens")  # the latter only 
 log = logging.getLogger(__name__)
 
 
-def evaluate_run_stats(
-    run_spec: dict[str, Any], request_states: list[dict[str, Any]], tokenizer_name: str | None,
-    metrics: MetricTable, strict: bool = True,
-) -> list[MetricResult]:
-    """The `MetricResult` of each metric spec, in order (Stat objects, before NaN removal)."""
-    return _evaluate(run_spec, request_states, tokenizer_name, metrics, strict)[0]
-
-
 # What a run that cannot compute a stat HELM's spec asks for can do instead.
 REFUSAL_HINT = " (or run with --metric-device cpu: HELM's specs on a machine without a GPU)"
 

@@ -15,7 +15,7 @@ count-0 stat has no min/max/mean/variance/stddev.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 PERTURBATION_ORIGINAL = "original"
 PERTURBATION_PERTURBED = "perturbed"
@@ -251,10 +251,6 @@ def merge_stat(stats: dict[tuple, Stat], stat: Stat) -> None:
         stats[stat.key] = stat.copy()
     else:
         existing.merge(stat)
-
-
-def stats_to_json(stats: Iterable[Stat]) -> list[dict[str, Any]]:
-    return [s.to_json() for s in stats]
 
 
 def is_nan(x: Any) -> bool:

@@ -16,25 +16,20 @@ for a full-size suite, for the same numbers). The fingerprint hashes, broadly on
 A rebuild runs whenever any of these differs (or files are to be written)."""
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 from pathlib import Path
 
 import duckdb
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
+from medhelm_core.code_digest import code_digest
+
 ENV_FILES = ("MEDHELM_REFUSAL_PATTERNS", "MEDHELM_HUMAN_RATINGS")
 
 
-@functools.lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """Every file of the package (but compiled caches), by path and content, and DuckDB's version."""
-    h = hashlib.sha256(f"duckdb {duckdb.__version__}\n".encode())
-    for path in sorted(p for p in PACKAGE_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        h.update(f"{path.relative_to(PACKAGE_DIR)}\n".encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()
+    """The package's code digest (`medhelm_core.code_digest`) and DuckDB's version."""
+    return hashlib.sha256(f"duckdb {duckdb.__version__}\n{code_digest()}".encode()).hexdigest()
 
 
 def _environment() -> bytes:

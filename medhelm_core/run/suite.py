@@ -38,6 +38,7 @@ from medhelm_core.run import requests as request_layer
 from medhelm_core.run import scores as score_layer
 from medhelm_core.run.entries import run_workspace, scenario_partition_key
 from medhelm_core.run.workspace import RunRef, Workspace
+from medhelm_core.code_digest import code_digest
 from medhelm_core.store import stable_hash, upsert
 
 STAGES = ("requests", "completions", "annotations", "scores")
@@ -70,19 +71,6 @@ class RunOutcome:
     @property
     def cost_usd(self) -> float:
         return self.model.cost_usd + self.judge.cost_usd
-
-
-@functools.lru_cache(maxsize=8)
-def code_digest(roots: tuple[str, ...]) -> str:
-    """sha256 of the code and declarative files a run's numbers come from: this package (HELM's
-    logic, the benchmark folders) and the user's benchmark folders. Any change reruns the runs."""
-    h = hashlib.sha256()
-    for root in (str(Path(__file__).resolve().parents[1]),) + roots:
-        for f in sorted(Path(root).rglob("*")):
-            if f.is_file() and f.suffix in (".py", ".yaml", ".yml", ".json", ".sql", ".txt", ".jinja"):
-                h.update(str(f.relative_to(root)).encode())
-                h.update(hashlib.sha256(f.read_bytes()).digest())
-    return h.hexdigest()
 
 
 def run_fingerprint(ws: Workspace, spec: dict, scenario_key: str | None) -> str:

@@ -145,3 +145,44 @@ def test_a_completion_of_a_request_with_stops_keeps_the_text_the_api_returned():
     # With stop sequences the API's text is always kept (nothing cut this time); without, never.
     assert whole.result["completions"][0]["text"] == "answer to two words" and whole.untruncated == ["answer to two words"]
     assert no_stop.untruncated is None
+
+
+@pytest.mark.parametrize("cls, org_source, sent", [
+    ("helm.clients.openai_client.OpenAIClient", {"credentials": "org-clinic"}, "org-clinic"),
+    ("helm.clients.openai_client.OpenAIClient", {"args": "org-from-args", "credentials": "org-clinic"},
+     "org-from-args"),
+    ("helm.clients.openai_client.OpenAILegacyCompletionsClient", {"credentials": "org-clinic"}, "org-clinic"),
+    ("helm.clients.openai_client.OpenAIClient", {}, None),
+    ("helm.clients.vllm_client.VLLMChatClient", {"credentials": "org-clinic"}, None),  # HELM passes org_id=None
+])
+def test_the_organization_is_sent_as_helms_openai_client_sends_it(cls, org_source, sent):
+    """HELM's auto client gives OpenAIClient `org_id` = client_spec.args.org_id, else credentials
+    `<org>OrgId`; the SDK sends it as the OpenAI-Organization header."""
+    from pydantic import SecretStr
+
+    from medhelm_core.clients import client_for_deployment
+    from medhelm_core.conf.deployments import Credentials, Deployment
+    from tests.clients.scripted_http import ScriptedServer
+
+    server = ScriptedServer()
+    try:
+        args = {"base_url": server.url + "/v1", **({"org_id": org_source["args"]} if "args" in org_source else {})}
+        dep = Deployment(name="openai/gpt-4o-2024-05-13", model_name="openai/gpt-4o-2024-05-13",
+                         tokenizer_name="simple/tokenizer1", client_spec={"class_name": cls, "args": args})
+        values = {"openaiApiKey": "sk-test", **({"openaiOrgId": org_source["credentials"]}
+                                                 if "credentials" in org_source else {})}
+        client = client_for_deployment(dep, Credentials(values={k: SecretStr(v) for k, v in values.items()},
+                                                        source="/p/credentials.conf"))
+        legacy = cls.endswith("LegacyCompletionsClient")
+        server.reply(200, {"id": "x", "object": "text_completion" if legacy else "chat.completion", "created": 0,
+                           "model": "m", "choices": [{"index": 0, "finish_reason": "stop", "text": "A",
+                                                      "message": {"role": "assistant", "content": "A"}}],
+                           "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+        client.attempt({"model_deployment": dep.name, "model": dep.model_name, "embedding": False, "prompt": "Q",
+                        "temperature": 0.0, "num_completions": 1, "top_k_per_token": 1, "max_tokens": 1,
+                        "stop_sequences": [], "echo_prompt": False, "top_p": 1, "presence_penalty": 0,
+                        "frequency_penalty": 0})
+        [req] = server.requests
+        assert req["headers"].get("openai-organization") == sent
+    finally:
+        server.close()

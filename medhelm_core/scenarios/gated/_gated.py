@@ -34,11 +34,6 @@ def require_exists(bench, path: str, what: str) -> None:
         raise missing_data(bench, what, path)
 
 
-def require_dir(bench, path: str, what: str) -> None:
-    if not os.path.isdir(path):
-        raise missing_data(bench, what, path)
-
-
 def data_path_arg(args: dict[str, Any], name: str) -> str:
     value = require_arg(args, "data_path", name)
     if not isinstance(value, str):
