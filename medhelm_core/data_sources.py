@@ -74,9 +74,13 @@ def cached_data_only() -> Iterator[None]:
         _DOWNLOADS_ON.reset(token)
 
 
+class NotDownloadedYet(DataNotHere):
+    """A public file that a run would download (downloads are off here: `cached_data_only`)."""
+
+
 def _may_download(scenario: str, source: str) -> None:
     if not _DOWNLOADS_ON.get():
-        raise DataNotHere(f"{scenario}: not downloaded yet ({source})")
+        raise NotDownloadedYet(f"{scenario}: not downloaded yet ({source})")
 
 
 # ----------------------------------------------------------------------------- configuration

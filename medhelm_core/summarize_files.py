@@ -6,22 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from medhelm_core.editions import load_edition
 from medhelm_core.run.scores import stored_run_outputs, write_files
 from medhelm_core.run.workspace import RunRef
 from medhelm_core.helm_files import run_dir, write_display_files
-from medhelm_core.summarize.tables import suite_editions
 from medhelm_core.summarize.write import write_summarize_outputs
 
 
 def write_leaderboard_files(ws) -> dict:
     with ws.store.connect() as conn:
-        # The edition the target's runs reproduce says how its files are named (one per target).
-        target_suites = [r[0] for r in conn.execute("SELECT DISTINCT suite FROM summarize_target").fetchall()]
-        found = set(suite_editions(conn, target_suites).values())
-        only = found.pop() if len(found) == 1 else None  # a suite of two editions reads "a, b"
-        edition = load_edition(only if only and "," not in only else None)
-        base = Path(write_summarize_outputs(conn, str(ws.output_path), max_stem=edition.group_table_stem_max))
+        base = Path(write_summarize_outputs(conn, str(ws.output_path)))
         runs = conn.execute(
             "SELECT DISTINCT t.suite, t.run_name FROM target_runs t"
             " WHERE EXISTS (SELECT 1 FROM requests q WHERE q.suite = t.suite AND q.run_name = t.run_name)"

@@ -16,6 +16,7 @@ from medhelm_core.clients.azure_openai import (AZURE_ENDPOINT_ENV, AZURE_OPENAI_
 from medhelm_core.clients.base import endpoint_origin
 from medhelm_core.clients.openai_compatible import VLLM_CHAT_CLIENT
 from medhelm_core.clients.stanford_gateway import ENDPOINT_CLIENT_CLASSES, GATEWAY_OPENAI_CLIENT
+from medhelm_core.data_sources import NotDownloadedYet, cached_data_only
 from medhelm_core.conf.deployments import (BUILTIN_CONFIG_DIR, load_credentials, resolve_api_key, resolve_base_url,
                                            vendor_key_env)
 from medhelm_core.jury.presets import missing_judge_keys
@@ -48,15 +49,14 @@ def validate_runs(ws: Workspace, entries: list[tuple[Any, dict]]) -> None:
     problems = run_problems(ws, entries)
     if problems:
         raise MedhelmError(problems[0])
-    for entry, spec in entries:
+    for entry, spec in entries:  # the public files not downloaded yet: only now that the rest is right
         defn = ws.catalog.find_scenario(spec["scenario_spec"]["class_name"])
-        if defn.tier == "public":  # may download: only now that everything else is known to be right
-            existing_data_files(defn, spec["scenario_spec"]["args"], f"{entry.location or 'run entry'}: {spec['name']}")
+        existing_data_files(defn, spec["scenario_spec"]["args"], f"{entry.location or 'run entry'}: {spec['name']}")
 
 
 def run_problems(ws: Workspace, entries: list[tuple[Any, dict]]) -> list[str]:
     """What would stop these runs, found without downloading any data: a scenario not implemented, a
-    gated or private data file missing, a model or judge deployment not defined, without its key, with a placeholder key, an
+    data file missing (the user's, or a mirror's), a model or judge deployment not defined, without its key, with a placeholder key, an
     endpoint that is not a URL or a tokenizer that does not load, a metric that cannot be computed, no
     price under --budget. One line per problem, each deployment named once."""
     credentials = load_credentials(ws.local_path)
@@ -72,11 +72,13 @@ def run_problems(ws: Workspace, entries: list[tuple[Any, dict]]) -> list[str]:
         if defn is None:
             problems.append(f"{where}: scenario {cls} is not implemented")
             continue
-        if defn.tier != "public":  # the user's own files (gated, private): a look on disk, no download
-            try:
+        try:  # the files on disk (the user's own, a mirror's, the cache's): a look, no download
+            with cached_data_only():
                 existing_data_files(defn, spec["scenario_spec"]["args"], where)
-            except MedhelmError as e:
-                problems.append(str(e))
+        except NotDownloadedYet:
+            pass  # downloaded once everything else is known to be right (validate_runs)
+        except MedhelmError as e:
+            problems.append(str(e))
         model = spec["adapter_spec"]["model_deployment"]
         judges = _judges(ws, spec, where)
         if ("model", model) not in checked:

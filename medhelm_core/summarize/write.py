@@ -356,13 +356,26 @@ def group_table_stem(group: str, table: str, max_stem: Optional[int] = None) -> 
     return f"{stem[:max(16, max_stem - len(digest) - 1)]}_{digest}"
 
 
+def target_edition(conn: duckdb.DuckDBPyConnection):
+    """The edition the summarize target's runs reproduce (one per target; a target of several, or
+    of a suite run under two editions, reads as HELM 0.5.16's): it names the files."""
+    from medhelm_core.editions import load_edition
+    from .tables import suite_editions
+
+    suites = [r[0] for r in conn.execute("SELECT DISTINCT suite FROM summarize_target").fetchall()]
+    found = set(suite_editions(conn, suites).values())
+    only = found.pop() if len(found) == 1 else None
+    return load_edition(only if only and "," not in only else None)
+
+
 def write_summarize_outputs(conn: duckdb.DuckDBPyConnection, output_path: str, date: Optional[str] = None,
-                            latex: bool = True, max_stem: Optional[int] = None) -> str:
+                            latex: bool = True) -> str:
     """Write every helm-summarize output file of the current summarize target; return its directory.
-    `max_stem`: the edition's cap on group-table file stems (`group_table_stem`)."""
+    Group-table file stems follow the target's edition (`group_table_stem`)."""
     target_rows = query(conn, "SELECT * FROM summarize_target ORDER BY suite_pos")
     mode, target = target_rows[0]["mode"], target_rows[0]["target"]
     suites = [r["suite"] for r in target_rows]
+    max_stem = target_edition(conn).group_table_stem_max
     base = run_release_path(output_path, mode, target)
     os.makedirs(base, exist_ok=True)
 
