@@ -20,6 +20,15 @@ A benchmark folder (`medhelm_core/benchmarks/<tier>/<name>/`, or any folder give
   template and criteria from the text; judges from the AnnotatorSpec's `annotator_models`).
 * `metric.py` (optional): metric classes marked `@helm_metric(<HELM class_name>)`; one whose
   constructor has a keyword `bench` is built with the benchmark (to read `bench.text`).
+* any other `<module>.py`: the folder's own code, reached as `bench.module("<module>")` (e.g. the
+  configurable benchmark's `config.py`, shared by its scenario, run spec and annotator).
+
+The `bench` every function receives is this module's `Benchmark`. What several folders share lives in
+public helper modules: `medhelm_core.scenarios.common` (arguments, files, CSV, scenario.json),
+`medhelm_core.scenarios.public.base` and its readers (upstream files, Hugging Face splits),
+`medhelm_core.scenarios.gated.files` (credentialed data), `medhelm_core.scenarios.shc` (the SHC CSVs),
+`medhelm_core.helm_types` (HELM's Instance/RunSpec shapes), `medhelm_core.runspecs` (adapter and
+metric bundles).
 
 `Catalog` indexes the folders by run-entry name, scenario class, annotator class and metric class;
 `load_catalog(paths, edition)` builds one (cached), `default_catalog()` the built-in one plus the
@@ -48,7 +57,7 @@ from medhelm_core.jury.judges import fixed_jury
 from medhelm_core.metrics import MetricFactory, basic, metric_table, summarization
 from medhelm_core.parts import JuryDef, LocalAnnotatorDef, ScenarioDef
 from medhelm_core.resources import BENCHMARKS_DIR
-from medhelm_core.scenarios._common import first_line, scenario_json
+from medhelm_core.scenarios.common import first_line, scenario_json
 from medhelm_core.yamlio import safe_load
 
 BUILTIN_ROOT = BENCHMARKS_DIR

@@ -10,14 +10,17 @@ without the credentialed data.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for annotations only (nothing imported at run time)
+    from medhelm_core.catalog import Benchmark
 
 
 # The default of HELM's `max_length` parameters: a sentinel, so the value itself comes from
 # `run_spec.default_max_length` of the benchmark's text.
-_DEFAULT = object()
+BENCHMARK_DEFAULT = object()
 
 
-def gated_max_length(bench, max_length: Any) -> Any:
+def gated_max_length(bench: Benchmark, max_length: Any) -> Any:
     """`max_length` as given, or the benchmark's `run_spec.default_max_length` when left out."""
-    return bench.text["run_spec"]["default_max_length"] if max_length is _DEFAULT else max_length
+    return bench.text["run_spec"]["default_max_length"] if max_length is BENCHMARK_DEFAULT else max_length

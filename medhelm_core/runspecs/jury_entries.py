@@ -4,7 +4,7 @@ summarization metrics plus `LLMJuryMetric`, and the benchmark's jury annotator o
 `run_spec.jury_metric`, `summarization_task`, `annotator_class`."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medhelm_core.helm_types import adapter_spec, annotator_spec, generation_adapter_spec, run_spec, scenario_spec
 from medhelm_core.jury.judges import annotator_models_from_config
@@ -15,8 +15,11 @@ from medhelm_core.runspecs.metric_bundles import (
     summarization_metric_specs,
 )
 
+if TYPE_CHECKING:  # for annotations only (nothing imported at run time)
+    from medhelm_core.catalog import Benchmark
 
-def jury_specs(bench, jury_config_path: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+
+def jury_specs(bench: Benchmark, jury_config_path: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(metric specs, annotator specs) of a jury entry."""
     text = bench.text["run_spec"]
     models = annotator_models_from_config(jury_config_path, entry=bench.name)
@@ -27,7 +30,7 @@ def jury_specs(bench, jury_config_path: str | None) -> tuple[list[dict[str, Any]
     return metrics, annotators
 
 
-def build_jury_run_spec(bench, scenario_args: dict[str, Any], jury_config_path: str | None) -> dict[str, Any]:
+def build_jury_run_spec(bench: Benchmark, scenario_args: dict[str, Any], jury_config_path: str | None) -> dict[str, Any]:
     """Generation + SummarizationMetric + LLMJuryMetric + the benchmark's jury annotator."""
     text = bench.text["run_spec"]
     metrics, annotators = jury_specs(bench, jury_config_path)
@@ -41,7 +44,7 @@ def build_jury_run_spec(bench, scenario_args: dict[str, Any], jury_config_path: 
     )
 
 
-def build_rubric_jury_run_spec(bench, jury_config_path: str | None = None) -> dict[str, Any]:
+def build_rubric_jury_run_spec(bench: Benchmark, jury_config_path: str | None = None) -> dict[str, Any]:
     """medhelm 0.8.0's HealthBench entries: the adapter as the text gives it (HELM's chat adapter),
     LLMJuryMetric plus `get_basic_metric_specs([])` (no summarization metrics), and the benchmark's
     rubric annotator on the judges of `jury_config_path`."""

@@ -9,14 +9,17 @@ num_output_tokens, ...) are applied.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medhelm_core.helm_types import multiple_choice_joint_adapter_spec, run_spec, scenario_spec
 from medhelm_core.runspecs.metric_bundles import exact_match_metric_specs
 
+if TYPE_CHECKING:  # for annotations only (nothing imported at run time)
+    from medhelm_core.catalog import Benchmark
+
 
 # ----------------------------------------------------------------------------- shc_*_med
-def build_shc_run_spec(bench, data_path: Any) -> dict[str, Any]:
+def build_shc_run_spec(bench: Benchmark, data_path: Any) -> dict[str, Any]:
     """`get_shc_<x>_spec(data_path)`: MC joint with HELM's default 5 train instances / max_tokens 1."""
     text = bench.text["run_spec"]
     return run_spec(

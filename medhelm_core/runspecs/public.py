@@ -11,7 +11,7 @@ Metric bundles (`run_spec.metric_bundle` in the YAML):
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medhelm_core.helm_types import (
     annotator_spec,
@@ -28,6 +28,9 @@ from medhelm_core.runspecs.metric_bundles import (
     exact_match_metric_specs,
 )
 
+if TYPE_CHECKING:  # for annotations only (nothing imported at run time)
+    from medhelm_core.catalog import Benchmark
+
 
 def _adapter(spec: dict[str, Any]) -> dict[str, Any]:
     kwargs = dict(spec["adapter"])
@@ -38,7 +41,7 @@ def _adapter(spec: dict[str, Any]) -> dict[str, Any]:
     raise MedhelmError(f"unknown adapter method {spec['adapter_method']!r}")  # pragma: no cover
 
 
-def build_public_run_spec(bench, scenario_args: dict[str, Any] | None = None,
+def build_public_run_spec(bench: Benchmark, scenario_args: dict[str, Any] | None = None,
                           jury_config_path: str | None = None, name_args: dict[str, Any] | None = None) -> dict:
     """The RunSpec before run expanders are applied."""
     entry = bench.name

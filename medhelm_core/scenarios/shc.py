@@ -17,17 +17,20 @@ helm-summarize's schema auto-generation skips).
 from __future__ import annotations
 
 import csv
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
-from medhelm_core.scenarios._common import (
+from medhelm_core.scenarios.common import (
     data_path_file,
     data_path_files,
     first_line,
     missing_column,
     unlimited_csv_fields,
 )
+
+if TYPE_CHECKING:  # for annotations only (nothing imported at run time)
+    from medhelm_core.catalog import Benchmark
 
 
 def _column(row: dict[str, Any], column: str, entry: str, path: str) -> Any:
@@ -37,7 +40,7 @@ def _column(row: dict[str, Any], column: str, entry: str, path: str) -> Any:
         raise missing_column(entry, path, column) from None
 
 
-def _read_prompts(bench, path: str) -> dict[str, Any]:
+def _read_prompts(bench: Benchmark, path: str) -> dict[str, Any]:
     """prompt -> label, in first-seen order (HELM's `create_benchmark`)."""
     entry = bench.name
     spec = bench.text["scenario"]
@@ -65,7 +68,7 @@ def _read_prompts(bench, path: str) -> dict[str, Any]:
     return data
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     entry = bench.name
     choices: list[str] = list(bench.text["scenario"]["answer_choices"])
     path = data_path_file(args, entry)

@@ -58,7 +58,7 @@ TOY_SCENARIO = """\
 import csv
 
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
-from medhelm_core.scenarios.public._base import no_args as check  # noqa: F401
+from medhelm_core.scenarios.public.base import no_args as check  # noqa: F401
 
 
 def files(bench, args):
@@ -218,3 +218,41 @@ def test_a_new_benchmark_is_one_folder_plus_its_conf_line(tmp_path, monkeypatch)
     assert stats["exact_match"]["mean"] == pytest.approx(sum(exact) / 3)
     groups = json.loads((out / "runs" / "toy" / "groups.json").read_text())
     assert any(t["title"] == "Toy yes/no" or "toy_yesno" in json.dumps(t) for t in groups)
+
+
+def _every_folder() -> list:
+    """(edition, run-entry name) of every built-in folder, each under the editions it exists in."""
+    out = [("helm-0.5.16", name) for name in load_catalog().benchmarks]
+    out += [("medhelm-0.8.0", name) for name in load_catalog((), "medhelm-0.8.0").benchmarks
+            if name not in load_catalog().benchmarks]
+    return out
+
+
+@pytest.mark.parametrize("edition, name", _every_folder())
+def test_each_folder_keeps_the_plug_in_contract(edition, name):
+    """A folder's modules load, and every function the catalog calls takes the typed `bench: Benchmark`
+    first (the plug-in API a new folder copies)."""
+    import inspect
+
+    from medhelm_core.catalog import Benchmark
+
+    bench = load_catalog((), edition).benchmarks[name]
+    called = {"run_spec": ["run_spec"], "scenario": ["load", "files", "check", "metadata", "helm_metadata"],
+              "annotator": ["annotator"]}
+    found = 0
+    for part, functions in called.items():
+        module = bench.module(part)
+        if module is None:
+            assert part == "annotator", (name, part)
+            continue
+        for fn_name in functions:
+            fn = getattr(module, fn_name, None)
+            if fn is None:
+                assert fn_name not in ("run_spec", "load", "files"), (name, fn_name)
+                continue
+            params = list(inspect.signature(fn).parameters.values())  # (annotations as written: helper
+            # modules the catalog itself imports name Benchmark for type checkers only)
+            assert params and params[0].name == "bench" and params[0].annotation in (Benchmark, "Benchmark"), \
+                (name, fn_name, params[:1])
+            found += 1
+    assert found >= 3

@@ -21,7 +21,7 @@ from medhelm_core import adapt
 from medhelm_core.catalog import default_catalog
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import CORRECT_TAG
-from medhelm_core.scenarios.gated import _gated
+from medhelm_core.scenarios.gated import files as gated_files
 
 cat = default_catalog()
 
@@ -54,7 +54,7 @@ class CharEncoding:
 
 @pytest.fixture
 def char_tokens(monkeypatch):
-    monkeypatch.setattr(_gated, "ENCODING_FACTORY", lambda name: CharEncoding())
+    monkeypatch.setattr(gated_files, "ENCODING_FACTORY", lambda name: CharEncoding())
 
 
 def load(name: str, **args) -> list[dict]:
@@ -602,7 +602,7 @@ def test_other_tiers_still_materialize(tmp_path):
 
 def _real_cl100k():
     try:
-        return _gated._tiktoken_encoding("cl100k_base")
+        return gated_files._tiktoken_encoding("cl100k_base")
     except MedhelmError as e:
         pytest.skip(f"tiktoken cl100k_base not loadable offline: {e}")
 

@@ -221,10 +221,10 @@ def test_tiktoken_without_bundle_or_cache_is_one_clear_line(offline_tiktoken, mo
                    "ConnectionError", "medhelm-build[dspy]"):
         assert needle in msg, needle
     # The gated scenarios load their encodings through the same function.
-    from medhelm_core.scenarios.gated import _gated
+    from medhelm_core.scenarios.gated import files as gated_files
 
     with pytest.raises(MedhelmError, match=r"cl100k_base\.tiktoken.*TIKTOKEN_CACHE_DIR"):
-        _gated._tiktoken_encoding("cl100k_base")
+        gated_files._tiktoken_encoding("cl100k_base")
 
 
 def test_tiktoken_not_installed_is_one_clear_line(monkeypatch):

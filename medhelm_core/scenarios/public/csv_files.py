@@ -9,10 +9,15 @@ from __future__ import annotations
 import csv
 
 from medhelm_core import data_sources as ds
-from medhelm_core.scenarios.public._base import parse_error, upstream_file
+from medhelm_core.scenarios.public.base import parse_error, upstream_file
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for annotations only (nothing imported at run time)
+    from medhelm_core.catalog import Benchmark
 
 
-def rows(bench) -> list[dict]:
+def rows(bench: Benchmark) -> list[dict]:
     located = ds.Located(upstream_file(bench))
     try:
         with located.open_text() as f:

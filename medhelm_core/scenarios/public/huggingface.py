@@ -10,8 +10,13 @@ from pathlib import Path
 
 from medhelm_core import data_sources as ds
 
+from typing import TYPE_CHECKING
 
-def split(bench, config: str | None = None) -> ds.HFSplit:
+if TYPE_CHECKING:  # for annotations only (nothing imported at run time)
+    from medhelm_core.catalog import Benchmark
+
+
+def split(bench: Benchmark, config: str | None = None) -> ds.HFSplit:
     data = bench.text["data"]
     return ds.HFSplit(
         scenario=bench.name,
@@ -25,10 +30,10 @@ def split(bench, config: str | None = None) -> ds.HFSplit:
     )
 
 
-def rows(bench, config: str | None = None):
+def rows(bench: Benchmark, config: str | None = None):
     hf = split(bench, config)
     return ds.load_hf_split(ds.fetch_hf_split(hf), hf.split)
 
 
-def files(bench, config: str | None = None) -> list[Path]:
+def files(bench: Benchmark, config: str | None = None) -> list[Path]:
     return [ds.fetch_hf_split(split(bench, config))]

@@ -6,13 +6,16 @@ folder's scenario.py documents its HELM rules.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medhelm_core import data_sources as ds
-from medhelm_core.scenarios.public._base import parse_error
+from medhelm_core.scenarios.public.base import parse_error
+
+if TYPE_CHECKING:  # for annotations only (nothing imported at run time)
+    from medhelm_core.catalog import Benchmark
 
 
-def read_json(bench, path) -> Any:
+def read_json(bench: Benchmark, path) -> Any:
     located = path if isinstance(path, ds.Located) else ds.Located(path)
     try:
         return json.loads(located.read_text())

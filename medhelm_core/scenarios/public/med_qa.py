@@ -8,10 +8,15 @@ from __future__ import annotations
 import json
 
 from medhelm_core import data_sources as ds
-from medhelm_core.scenarios.public._base import parse_error
+from medhelm_core.scenarios.public.base import parse_error
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for annotations only (nothing imported at run time)
+    from medhelm_core.catalog import Benchmark
 
 
-def members(bench) -> list[tuple[str, ds.Located]]:
+def members(bench: Benchmark) -> list[tuple[str, ds.Located]]:
     """(HELM split, the zip member) per file, in the order of `data.files`."""
     data = bench.text["data"]
     prefix = f"{data['member_dir']}/" if data.get("member_dir") else ""
@@ -19,7 +24,7 @@ def members(bench) -> list[tuple[str, ds.Located]]:
             for split, name in data["files"].items()]
 
 
-def json_lines(bench, located: ds.Located):
+def json_lines(bench: Benchmark, located: ds.Located):
     with located.open_text() as f:
         for number, line in enumerate(f, 1):
             try:
@@ -28,5 +33,5 @@ def json_lines(bench, located: ds.Located):
                 raise parse_error(bench.name, f"line {number} of {located}", e) from None
 
 
-def files(bench) -> list[str]:
+def files(bench: Benchmark) -> list[str]:
     return list(dict.fromkeys(str(located.path) for _, located in members(bench)))

@@ -17,21 +17,24 @@ each folder's scenario.py).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medhelm_core import data_sources as ds
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
 
+if TYPE_CHECKING:  # for annotations only (nothing imported at run time)
+    from medhelm_core.catalog import Benchmark
+
 log = logging.getLogger(__name__)
 
 
-def github_dir(bench) -> ds.GitHubDir:
+def github_dir(bench: Benchmark) -> ds.GitHubDir:
     data = bench.text["data"]
     return ds.GitHubDir(bench.name, data["dirname"], data["api_url"], data["raw_base"],
                         tuple((data.get("api_headers") or {}).items()))
 
 
-def names(bench) -> tuple[list[str], Any]:
+def names(bench: Benchmark) -> tuple[list[str], Any]:
     """The listed file names ending in `scenario.file_suffix`, and the listing file (or None)."""
     listed, listing = ds.github_listing(github_dir(bench))
     suffix = bench.text["scenario"]["file_suffix"]
@@ -50,7 +53,7 @@ def remove_sections(content: str, headers: list[str]) -> str:
     return content
 
 
-def load(bench) -> list[dict]:
+def load(bench: Benchmark) -> list[dict]:
     spec = bench.text["scenario"]
     gd = github_dir(bench)
     file_names, _ = names(bench)
@@ -70,7 +73,7 @@ def load(bench) -> list[dict]:
     return instances
 
 
-def files(bench) -> list[str]:
+def files(bench: Benchmark) -> list[str]:
     gd = github_dir(bench)
     file_names, listing = names(bench)
     return ([str(listing)] if listing is not None else []) + [str(ds.github_file(gd, n)) for n in file_names]

@@ -20,19 +20,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
 from medhelm_core.errors import MedhelmError
-from medhelm_core.scenarios._common import py_value
-from medhelm_core.scenarios.gated._gated import bad_data, data_path_arg, require_exists
+from medhelm_core.scenarios.common import py_value
+from medhelm_core.scenarios.gated.files import bad_data, data_path_arg, require_exists
 
 
-def _paths(bench, data_path: str) -> dict[str, tuple[str, str]]:
+def _paths(bench: Benchmark, data_path: str) -> dict[str, tuple[str, str]]:
     """key -> (path, label) in HELM's check order; HELM joins with "/" (not os.path.join)."""
     files = bench.text["scenario"]["files"]
     return {key: (f"{data_path}/{f['path']}", f["label"]) for key, f in files.items()}
 
 
-def _read(bench, path: str):
+def _read(bench: Benchmark, path: str):
     import pandas as pd
 
     try:
@@ -41,7 +42,7 @@ def _read(bench, path: str):
         raise bad_data(bench.name, path, e) from None
 
 
-def _joined(bench, data_path: str):
+def _joined(bench: Benchmark, data_path: str):
     import pandas as pd
 
     paths = _paths(bench, data_path)
@@ -65,7 +66,7 @@ def first_key(e: KeyError) -> str:
     return repr(e.args[0]) if e.args else "?"
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     data_path = data_path_arg(args, bench.name)
     spec = bench.text["scenario"]
     final = _joined(bench, data_path)
@@ -91,5 +92,5 @@ def load(bench, args: dict[str, Any]) -> list[dict]:
     return instances
 
 
-def files(bench, args: dict[str, Any]) -> list[str]:
+def files(bench: Benchmark, args: dict[str, Any]) -> list[str]:
     return [path for path, _ in _paths(bench, data_path_arg(args, bench.name)).values()]

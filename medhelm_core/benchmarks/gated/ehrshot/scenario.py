@@ -33,10 +33,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.helm_types import CORRECT_TAG, TEST_SPLIT, instance
 from medhelm_core.errors import MedhelmError
-from medhelm_core.scenarios._common import first_line, require_arg
-from medhelm_core.scenarios.gated._gated import (
+from medhelm_core.scenarios.common import first_line, require_arg
+from medhelm_core.scenarios.gated.files import (
     bad_data,
     data_path_arg,
     encoding_for_model,
@@ -46,7 +47,7 @@ from medhelm_core.scenarios.gated._gated import (
 )
 
 
-def _spec(bench) -> dict[str, Any]:
+def _spec(bench: Benchmark) -> dict[str, Any]:
     return bench.text["scenario"]
 
 
@@ -59,14 +60,14 @@ def task_family(task: str) -> str:
     return "new"
 
 
-def _subject(bench, args: dict[str, Any]) -> str:
+def _subject(bench: Benchmark, args: dict[str, Any]) -> str:
     subject = require_arg(args, "subject", bench.name)
     if not isinstance(subject, str):
         raise MedhelmError(f"{bench.name}: subject must be a task name, got {subject!r}")
     return subject
 
 
-def instruction_text(bench, task: str) -> str:
+def instruction_text(bench: Benchmark, task: str) -> str:
     """HELM's `base_prompt(task, **CONFIG[family])["instruction"]`, after `lumia_prompt`'s replace."""
     spec = _spec(bench)
     cfg = spec["config"][task_family(task)]
@@ -92,7 +93,7 @@ def instruction_text(bench, task: str) -> str:
     return instruction.replace(old, new)
 
 
-def render_prompt(bench, task: str, codes: list[Any], instruction: str | None = None) -> str:
+def render_prompt(bench: Benchmark, task: str, codes: list[Any], instruction: str | None = None) -> str:
     """HELM's `lumia_prompt` with the `codes_only` EHR converter."""
     spec = _spec(bench)
     if spec["config"]["ehr_converter"] != "codes_only":
@@ -104,7 +105,7 @@ def render_prompt(bench, task: str, codes: list[Any], instruction: str | None = 
     return spec["prompt_template"].format(instruction=instruction, example=example)
 
 
-def _read_parquet(bench, path: str):
+def _read_parquet(bench: Benchmark, path: str):
     import pandas as pd
 
     try:
@@ -113,13 +114,13 @@ def _read_parquet(bench, path: str):
         raise bad_data(bench.name, path, e) from None
 
 
-def _column(bench, df, column: str, path: str):
+def _column(bench: Benchmark, df, column: str, path: str):
     if column not in df.columns:
         raise MedhelmError(f"{bench.name}: column {column!r} missing in {path}")
     return df[column]
 
 
-def prior_codes(bench, df_data, df_labels, data_file: str, labels_file: str) -> list[list[Any]]:
+def prior_codes(bench: Benchmark, df_data, df_labels, data_file: str, labels_file: str) -> list[list[Any]]:
     """HELM's `get_prior_events`: per label, in (subject_id, prediction_time) order, the codes of the
     subject's events at or before the prediction time, in (subject_id, time) order."""
     for col in ("subject_id", "time", "code"):
@@ -144,7 +145,7 @@ def prior_codes(bench, df_data, df_labels, data_file: str, labels_file: str) -> 
     return out
 
 
-def _paths(bench, data_path: str, subject: str) -> dict[str, str]:
+def _paths(bench: Benchmark, data_path: str, subject: str) -> dict[str, str]:
     files = _spec(bench)["files"]
     return {
         "data": os.path.join(data_path, files["data"]),
@@ -154,7 +155,7 @@ def _paths(bench, data_path: str, subject: str) -> dict[str, str]:
     }
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     spec = _spec(bench)
     subject = _subject(bench, args)
     data_path = data_path_arg(args, bench.name)
@@ -209,6 +210,6 @@ def load(bench, args: dict[str, Any]) -> list[dict]:
     return instances
 
 
-def files(bench, args: dict[str, Any]) -> list[str]:
+def files(bench: Benchmark, args: dict[str, Any]) -> list[str]:
     paths = _paths(bench, data_path_arg(args, bench.name), _subject(bench, args))
     return [paths["data"], paths["splits"], paths["labels"]]

@@ -28,10 +28,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.helm_types import TEST_SPLIT, instance, passage_question_text, reference
 from medhelm_core.errors import MedhelmError
-from medhelm_core.scenarios._common import first_line, py_value
-from medhelm_core.scenarios.gated._gated import (
+from medhelm_core.scenarios.common import first_line, py_value
+from medhelm_core.scenarios.gated.files import (
     bad_data,
     data_path_arg,
     encoding,
@@ -40,16 +41,16 @@ from medhelm_core.scenarios.gated._gated import (
 )
 
 
-def _spec(bench) -> dict[str, Any]:
+def _spec(bench: Benchmark) -> dict[str, Any]:
     return bench.text["scenario"]
 
 
-def _paths(bench, data_path: str) -> dict[str, str]:
+def _paths(bench: Benchmark, data_path: str) -> dict[str, str]:
     files = _spec(bench)["files"]
     return {key: os.path.join(data_path, rel) for key, rel in files.items()}
 
 
-def _read_tsv(bench, path: str):
+def _read_tsv(bench: Benchmark, path: str):
     import pandas as pd
 
     try:
@@ -58,7 +59,7 @@ def _read_tsv(bench, path: str):
         raise bad_data(bench.name, path, e) from None
 
 
-def read_instructions(bench, path: str) -> dict[Any, dict[str, Any]]:
+def read_instructions(bench: Benchmark, path: str) -> dict[Any, dict[str, Any]]:
     """HELM's `get_instructions`: instruction_id -> {instruction, patient_id}."""
     df = _read_tsv(bench, path)
     required = {"instruction_id", "question", "person_id"}
@@ -68,7 +69,7 @@ def read_instructions(bench, path: str) -> dict[Any, dict[str, Any]]:
             for _, row in df.iterrows()}
 
 
-def read_ehrs(bench, folder: str) -> dict[int, str]:
+def read_ehrs(bench: Benchmark, folder: str) -> dict[int, str]:
     """HELM's `get_ehrs`: int(file name before the first ".") -> file text."""
     if not os.path.isdir(folder):
         raise missing_data(bench, "EHR folder", folder)
@@ -86,14 +87,14 @@ def read_ehrs(bench, folder: str) -> dict[int, str]:
     return ehrs
 
 
-def _encode(bench, enc, text: Any, what: str) -> list:
+def _encode(bench: Benchmark, enc, text: Any, what: str) -> list:
     try:
         return enc.encode(text)
     except (TypeError, ValueError) as e:
         raise MedhelmError(f"{bench.name}: cannot tokenize {what}: {first_line(e)}") from None
 
 
-def trimmed_prompt(bench, instruction: Any, ehr: str, max_length: int, enc=None) -> str:
+def trimmed_prompt(bench: Benchmark, instruction: Any, ehr: str, max_length: int, enc=None) -> str:
     """HELM's `pack_and_trim_prompts` for one instruction (include_ehr=True, tokenizer "tiktoken")."""
     spec = _spec(bench)
     template: str = spec["prompt_template"]
@@ -114,7 +115,7 @@ def trimmed_prompt(bench, instruction: Any, ehr: str, max_length: int, enc=None)
     return template.format(question=instruction, ehr=truncated)
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     import pandas as pd
 
     spec = _spec(bench)
@@ -160,6 +161,6 @@ def load(bench, args: dict[str, Any]) -> list[dict]:
     return instances
 
 
-def files(bench, args: dict[str, Any]) -> list[str]:
+def files(bench: Benchmark, args: dict[str, Any]) -> list[str]:
     paths = _paths(bench, data_path_arg(args, bench.name))
     return [paths["instructions"], paths["responses"], paths["ehrs"]]

@@ -11,17 +11,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
 from medhelm_core.errors import MedhelmError
-from medhelm_core.scenarios._common import first_line
-from medhelm_core.scenarios.gated._gated import (
+from medhelm_core.scenarios.common import first_line
+from medhelm_core.scenarios.gated.files import (
     bad_data,
     data_path_arg,
     require_exists,
 )
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     spec = bench.text["scenario"]
     path = data_path_arg(args, bench.name)
     require_exists(bench, path, spec["file_label"])
@@ -48,5 +49,5 @@ def load(bench, args: dict[str, Any]) -> list[dict]:
     return instances
 
 
-def files(bench, args: dict[str, Any]) -> list[str]:
+def files(bench: Benchmark, args: dict[str, Any]) -> list[str]:
     return [data_path_arg(args, bench.name)]

@@ -12,16 +12,17 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.helm_types import instance, reference
 from medhelm_core.errors import MedhelmError
-from medhelm_core.scenarios.gated._gated import (
+from medhelm_core.scenarios.gated.files import (
     bad_data,
     data_path_arg,
     require_exists,
 )
 
 
-def _paths(bench, data_path: str) -> list[tuple[str, str, str, str]]:
+def _paths(bench: Benchmark, data_path: str) -> list[tuple[str, str, str, str]]:
     """(split, findings path, impressions path, HELM split) per split, in HELM's order."""
     spec = bench.text["scenario"]
     out = []
@@ -32,7 +33,7 @@ def _paths(bench, data_path: str) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def _read_lines(bench, path: str) -> list[str]:
+def _read_lines(bench: Benchmark, path: str) -> list[str]:
     try:
         with open(path, "r") as file:
             return [line.strip() for line in file.readlines()]
@@ -40,7 +41,7 @@ def _read_lines(bench, path: str) -> list[str]:
         raise bad_data(bench.name, path, e) from None
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     spec = bench.text["scenario"]
     data_path = data_path_arg(args, bench.name)
     instances = []
@@ -59,5 +60,5 @@ def load(bench, args: dict[str, Any]) -> list[dict]:
     return instances
 
 
-def files(bench, args: dict[str, Any]) -> list[str]:
+def files(bench: Benchmark, args: dict[str, Any]) -> list[str]:
     return [p for _, f, i, _ in _paths(bench, data_path_arg(args, bench.name)) for p in (f, i)]

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
-from medhelm_core.scenarios._common import py_value
-from medhelm_core.scenarios.gated._gated import (
+from medhelm_core.scenarios.common import py_value
+from medhelm_core.scenarios.gated.files import (
     bad_data,
     data_path_arg,
     require_exists,
@@ -32,7 +33,7 @@ def codes_text(codes: Any, separator: str = ",") -> str:
     return separator.join(str(code) for code in codes)
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     import pandas as pd
 
     spec = bench.text["scenario"]
@@ -54,5 +55,5 @@ def load(bench, args: dict[str, Any]) -> list[dict]:
     return instances
 
 
-def files(bench, args: dict[str, Any]) -> list[str]:
+def files(bench: Benchmark, args: dict[str, Any]) -> list[str]:
     return [data_path_arg(args, bench.name)]

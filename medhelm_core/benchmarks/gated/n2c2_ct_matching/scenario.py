@@ -24,17 +24,18 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any, Optional
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.helm_types import CORRECT_TAG, TEST_SPLIT, instance
 from medhelm_core.errors import MedhelmError
-from medhelm_core.scenarios._common import first_line, require_arg
-from medhelm_core.scenarios.gated._gated import data_path_arg, missing_data
+from medhelm_core.scenarios.common import first_line, require_arg
+from medhelm_core.scenarios.gated.files import data_path_arg, missing_data
 
 
-def _spec(bench) -> dict[str, Any]:
+def _spec(bench: Benchmark) -> dict[str, Any]:
     return bench.text["scenario"]
 
 
-def parse_patient_xml(bench, path: str) -> tuple[list[str], dict[str, int]]:
+def parse_patient_xml(bench: Benchmark, path: str) -> tuple[list[str], dict[str, int]]:
     """HELM's `XMLDataLoader.parse_xml` (convert_to_numbers, split_text, remove_excessive_new_lines)."""
     spec = _spec(bench)
     try:
@@ -57,12 +58,12 @@ def parse_patient_xml(bench, path: str) -> tuple[list[str], dict[str, int]]:
     return notes, tags
 
 
-def _note_date(bench, note: str) -> Optional[str]:
+def _note_date(bench: Benchmark, note: str) -> Optional[str]:
     match = re.search(_spec(bench)["record_date_pattern"], note)
     return match.group(1) if match else None
 
 
-def render_prompt(bench, subject: str, notes: list[str]) -> str:
+def render_prompt(bench: Benchmark, subject: str, notes: list[str]) -> str:
     """HELM's `N2C2CTMatchingScenario.create_prompt`."""
     spec = _spec(bench)
     if subject not in spec["long_definitions"]:
@@ -81,11 +82,11 @@ def render_prompt(bench, subject: str, notes: list[str]) -> str:
     )
 
 
-def _test_dir(bench, data_path: str) -> str:
+def _test_dir(bench: Benchmark, data_path: str) -> str:
     return os.path.join(data_path, _spec(bench)["split_dirs"]["test"])
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     spec = _spec(bench)
     data_path = data_path_arg(args, bench.name)
     subject = require_arg(args, "subject", bench.name)
@@ -107,5 +108,5 @@ def load(bench, args: dict[str, Any]) -> list[dict]:
     return instances
 
 
-def files(bench, args: dict[str, Any]) -> list[str]:
+def files(bench: Benchmark, args: dict[str, Any]) -> list[str]:
     return [_test_dir(bench, data_path_arg(args, bench.name))]

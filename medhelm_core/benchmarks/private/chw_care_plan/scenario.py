@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
-from medhelm_core.scenarios._common import (
+from medhelm_core.scenarios.common import (
     data_path_file,
     data_path_files,
     py_value,
@@ -16,7 +17,7 @@ from medhelm_core.scenarios._common import (
 )
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     import pandas as pd
 
     entry = bench.name

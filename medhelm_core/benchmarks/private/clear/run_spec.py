@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import multiple_choice_joint_adapter_spec, run_spec as make_run_spec, scenario_spec
 from medhelm_core.runspecs.metric_bundles import exact_match_metric_specs
 
 
-def run_spec(bench, condition: Any, data_path: Any) -> dict[str, Any]:
+def run_spec(bench: Benchmark, condition: Any, data_path: Any) -> dict[str, Any]:
     """`clear:condition=<c>,data_path=<dir>`. The condition is validated when the scenario loads
     (as in HELM); the instructions use `condition.replace("_", " ")`, not the scenario's display text."""
     if not isinstance(condition, str):

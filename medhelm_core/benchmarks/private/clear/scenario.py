@@ -15,9 +15,10 @@ import copy
 import os
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
-from medhelm_core.scenarios._common import (
+from medhelm_core.scenarios.common import (
     first_line,
     require_arg,
     require_file,
@@ -26,7 +27,7 @@ from medhelm_core.scenarios._common import (
 )
 
 
-def _condition(bench, args: dict[str, Any]) -> str:
+def _condition(bench: Benchmark, args: dict[str, Any]) -> str:
     condition = require_arg(args, "condition", bench.name)
     conditions = bench.text["scenario"]["conditions"]
     if condition not in conditions:
@@ -34,12 +35,12 @@ def _condition(bench, args: dict[str, Any]) -> str:
     return condition
 
 
-def excel_path(bench, args: dict[str, Any]) -> str:
+def excel_path(bench: Benchmark, args: dict[str, Any]) -> str:
     """`os.path.join(data_path, f"{condition}.xlsx")`, as HELM builds it."""
     return os.path.join(require_path_arg(args, "data_path", bench.name), f"{_condition(bench, args)}.xlsx")
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     import pandas as pd
 
     entry = bench.name
@@ -70,17 +71,17 @@ def load(bench, args: dict[str, Any]) -> list[dict]:
     return instances
 
 
-def metadata(bench, args: dict[str, Any]) -> dict[str, Any]:
+def metadata(bench: Benchmark, args: dict[str, Any]) -> dict[str, Any]:
     spec = bench.text["scenario"]
     condition = _condition(bench, args)
     tags = [t.format(condition_dashed=condition.replace("_", "-")) for t in spec["tags"]]
     return scenario_json(spec["name"].format(condition=condition), spec["description"], tags, spec["definition_path"])
 
 
-def files(bench, args: dict[str, Any]) -> list[str]:
+def files(bench: Benchmark, args: dict[str, Any]) -> list[str]:
     return [excel_path(bench, args)]
 
 
-def helm_metadata(bench, args: dict[str, Any]) -> dict[str, Any]:
+def helm_metadata(bench: Benchmark, args: dict[str, Any]) -> dict[str, Any]:
     _condition(bench, args)  # HELM builds the scenario (which validates the condition) before get_metadata()
     return copy.deepcopy(bench.text["helm_metadata"])

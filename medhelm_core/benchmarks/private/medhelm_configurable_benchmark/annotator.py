@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 from medhelm_core.jury.judges import fixed_jury
 from medhelm_core.parts import JuryDef
-from medhelm_core.scenarios.benchmark_config import parse_rubric_criteria
 
 
-def annotator(bench, args: dict[str, Any]) -> JuryDef:
+def annotator(bench: Benchmark, args: dict[str, Any]) -> JuryDef:
     class_name = bench.annotator_class
     for key in ("name", "prompt_template"):
         if key not in args:
@@ -20,7 +20,7 @@ def annotator(bench, args: dict[str, Any]) -> JuryDef:
     template = args["prompt_template"]
     criteria = args.get("annotation_criteria")
     if criteria is None:
-        criteria = parse_rubric_criteria(bench, template, f"{class_name} prompt_template")
+        criteria = bench.module("config").parse_rubric_criteria(bench, template, f"{class_name} prompt_template")
     if not isinstance(criteria, dict):
         raise MedhelmError(f"{class_name}: annotation_criteria must be a mapping")
     return fixed_jury({"name": args["name"], "prompt_template": template, "criteria": criteria}, class_name, args)

@@ -19,10 +19,10 @@ import json
 import string
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
-from medhelm_core.scenarios.benchmark_config import BenchmarkConfig, load_benchmark_config
-from medhelm_core.scenarios._common import (
+from medhelm_core.scenarios.common import (
     first_line,
     py_value,
     read_csv_frame,
@@ -32,8 +32,9 @@ from medhelm_core.scenarios._common import (
 )
 
 
-def _config(bench, args: dict[str, Any]) -> BenchmarkConfig:
-    return load_benchmark_config(bench, require_path_arg(args, "config_path", bench.name))
+def _config(bench: Benchmark, args: dict[str, Any]):
+    """This folder's `config.BenchmarkConfig` of the spec's config_path."""
+    return bench.module("config").load_benchmark_config(bench, require_path_arg(args, "config_path", bench.name))
 
 
 def template_fields(template: str, entry: str) -> list[str]:
@@ -44,7 +45,7 @@ def template_fields(template: str, entry: str) -> list[str]:
         raise MedhelmError(f"{entry}: prompt template is not a valid format string: {first_line(e)}") from None
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     entry = bench.name
     config = _config(bench, args)
     name = args.get("name", config.name)
@@ -101,13 +102,13 @@ def load(bench, args: dict[str, Any]) -> list[dict]:
     return instances
 
 
-def metadata(bench, args: dict[str, Any]) -> dict[str, Any]:
+def metadata(bench: Benchmark, args: dict[str, Any]) -> dict[str, Any]:
     config = _config(bench, args)
     text = bench.text["scenario"]
     return scenario_json(args.get("name", config.name), config.description, text["tags"], text["definition_path"])
 
 
-def helm_metadata(bench, args: dict[str, Any]) -> dict[str, Any]:
+def helm_metadata(bench: Benchmark, args: dict[str, Any]) -> dict[str, Any]:
     config = _config(bench, args)
     name = args.get("name", config.name)
     return {
@@ -120,11 +121,11 @@ def helm_metadata(bench, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def files(bench, args: dict[str, Any]) -> list[str]:
+def files(bench: Benchmark, args: dict[str, Any]) -> list[str]:
     """config_path, prompt_file, dataset_file (the judge prompt is read by the run spec, not here)."""
     config_path = require_path_arg(args, "config_path", bench.name)
     try:
-        config = load_benchmark_config(bench, config_path)
+        config = bench.module("config").load_benchmark_config(bench, config_path)
     except MedhelmError:
         return [config_path]
     return [config_path, config.prompt_file, config.dataset_file]

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.helm_types import TEST_SPLIT, instance, passage_question_text, reference
-from medhelm_core.scenarios._common import (
+from medhelm_core.scenarios.common import (
     data_path_file,
     data_path_files,
     py_value,
@@ -18,7 +19,7 @@ from medhelm_core.scenarios._common import (
 )
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     entry = bench.name
     spec = bench.text["scenario"]
     path = data_path_file(args, entry)

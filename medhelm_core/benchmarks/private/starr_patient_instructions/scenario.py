@@ -8,12 +8,13 @@ from __future__ import annotations
 import csv
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
-from medhelm_core.scenarios._common import data_path_file, data_path_files, first_line, unlimited_csv_fields
+from medhelm_core.scenarios.common import data_path_file, data_path_files, first_line, unlimited_csv_fields
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     entry = bench.name
     spec = bench.text["scenario"]
     path = data_path_file(args, entry)

@@ -8,22 +8,23 @@ from __future__ import annotations
 from typing import Any
 
 from medhelm_core import data_sources as ds
+from medhelm_core.catalog import Benchmark
 from medhelm_core.helm_types import TEST_SPLIT, TRAIN_SPLIT, instance, reference
 from medhelm_core.scenarios.public.json_files import read_json
-from medhelm_core.scenarios.public._base import no_args as check  # noqa: F401  (HELM has no constructor args)
+from medhelm_core.scenarios.public.base import no_args as check  # noqa: F401  (HELM has no constructor args)
 
 
-def _split_files(bench) -> list[tuple[str, Any]]:
+def _split_files(bench: Benchmark) -> list[tuple[str, Any]]:
     data = bench.text["data"]
     names = [(TRAIN_SPLIT, data["train"])] + [(TEST_SPLIT, n) for n in data["test"]]
     return [(split, ds.fetch(ds.UpstreamFile(bench.name, n, f"{data['base_url']}/{n}"))) for split, n in names]
 
 
-def files(bench, args: dict[str, Any]) -> list:
+def files(bench: Benchmark, args: dict[str, Any]) -> list:
     return [p for _, p in _split_files(bench)]
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     template = bench.text["scenario"]["input_template"]
     instances = []
     for split, path in _split_files(bench):

@@ -24,6 +24,7 @@ import tempfile
 import weakref
 from typing import Any, Callable
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 from medhelm_core.parts import LocalAnnotatorDef
 
@@ -105,7 +106,7 @@ class EhrSqlSession:
         return {"predicted_result": predicted, "ground_truth_result": gold, "query_error": error}
 
 
-def annotator(bench, args: dict[str, Any]) -> LocalAnnotatorDef:
+def annotator(bench: Benchmark, args: dict[str, Any]) -> LocalAnnotatorDef:
     if args:
         raise MedhelmError(f"EhrSqlAnnotator takes no arguments, got {sorted(args)}")
     spec = bench.text["scenario"]

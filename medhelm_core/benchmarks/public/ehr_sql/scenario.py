@@ -20,24 +20,25 @@ import io
 from typing import Any
 
 from medhelm_core import data_sources as ds
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import instance, reference
-from medhelm_core.scenarios.public._base import no_args as check  # noqa: F401  (HELM has no constructor args)
+from medhelm_core.scenarios.public.base import no_args as check  # noqa: F401  (HELM has no constructor args)
 from medhelm_core.scenarios.public.json_files import read_json
 
 
-def database_path(bench) -> str:
+def database_path(bench: Benchmark) -> str:
     """`eicu.sqlite` (mirror or online cache): what HELM's EhrSqlAnnotator opens."""
     data = bench.text["data"]
     return str(ds.fetch(ds.UpstreamFile(data["folder"], data["db_file"], data["db_url"])))
 
 
-def _schema_file(bench):
+def _schema_file(bench: Benchmark):
     data = bench.text["data"]
     return ds.fetch(ds.UpstreamFile(data["folder"], data["schema_file"], data["schema_url"]))
 
 
-def split_file(bench, split_name: str) -> ds.Located:
+def split_file(bench: Benchmark, split_name: str) -> ds.Located:
     data = bench.text["data"]
     name = f"{split_name}.json"
     up = ds.UpstreamFile(data["folder"], name, f"{data['base_url']}/{name}")
@@ -61,13 +62,13 @@ def extract_schema(schema_text: str) -> str:
     return "\n\n".join(blocks)
 
 
-def files(bench, args: dict[str, Any]) -> list[str]:
+def files(bench: Benchmark, args: dict[str, Any]) -> list[str]:
     paths = [database_path(bench), str(_schema_file(bench))]
     paths += [str(split_file(bench, s).path) for s in bench.text["data"]["splits"]]
     return list(dict.fromkeys(paths))
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     spec = bench.text["scenario"]
     database_path(bench)  # HELM downloads the database before anything else
     schema = extract_schema(ds.Located(_schema_file(bench)).read_text())

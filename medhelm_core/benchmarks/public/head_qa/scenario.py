@@ -8,27 +8,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
 from medhelm_core.scenarios.public import huggingface
 
 
-def _args(bench, args: dict[str, Any]) -> tuple[str, Any]:
+def _args(bench: Benchmark, args: dict[str, Any]) -> tuple[str, Any]:
     unknown = sorted(set(args) - {"language", "category"})
     if unknown:
         raise MedhelmError(f"{bench.name}: HeadQAScenario takes only 'language' and 'category', got {unknown}")
     return args.get("language", "en"), args.get("category")
 
 
-def check(bench, args: dict[str, Any]) -> None:
+def check(bench: Benchmark, args: dict[str, Any]) -> None:
     _args(bench, args)
 
 
-def files(bench, args: dict[str, Any]) -> list:
+def files(bench: Benchmark, args: dict[str, Any]) -> list:
     return huggingface.files(bench, _args(bench, args)[0])
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     language, category = _args(bench, args)
     instances = []
     for ex in huggingface.rows(bench, language):

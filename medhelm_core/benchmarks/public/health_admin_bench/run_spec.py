@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import adapter_spec, metric_spec, run_spec as make_run_spec, scenario_spec
 from medhelm_core.jury.judges import annotator_models_from_config
@@ -23,7 +24,7 @@ def _judge_knobs(jury_config_path: str | None, judge_model: str, judge_model_dep
     return knobs
 
 
-def run_spec(bench, **args: Any) -> dict[str, Any]:
+def run_spec(bench: Benchmark, **args: Any) -> dict[str, Any]:
     text = bench.text["run_spec"]
     unknown = sorted(set(args) - set(text["defaults"]))
     if unknown:

@@ -8,10 +8,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 
 
-def checkout(bench, args: dict[str, Any]) -> Path | None:
+def checkout(bench: Benchmark, args: dict[str, Any]) -> Path | None:
     """The HealthAdminBench checkout medhelm would use (hab_root=, $HEALTH_ADMIN_BENCH_ROOT, ./ or ../health-admin-bench)."""
     spec = bench.text["scenario"]
     candidates = [args.get("hab_root") or "", os.environ.get(spec["root_env"], "")] + spec["root_folders"]
@@ -22,7 +23,7 @@ def checkout(bench, args: dict[str, Any]) -> Path | None:
     return None
 
 
-def check(bench, args: dict[str, Any]) -> None:
+def check(bench: Benchmark, args: dict[str, Any]) -> None:
     spec = bench.text["scenario"]
     missing = []
     if checkout(bench, args) is None:
@@ -35,11 +36,11 @@ def check(bench, args: dict[str, Any]) -> None:
                        f"(network) and is not run by medhelm-build; it needs: {what}. Remove its run entry to run the rest")
 
 
-def files(bench, args: dict[str, Any]) -> list[str]:
+def files(bench: Benchmark, args: dict[str, Any]) -> list[str]:
     check(bench, args)
     return []
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     check(bench, args)
     return []

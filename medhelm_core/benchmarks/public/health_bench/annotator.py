@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.jury.rubric import rubric_jury
 from medhelm_core.parts import JuryDef
 
 
-def annotator(bench, args: dict[str, Any]) -> JuryDef:
+def annotator(bench: Benchmark, args: dict[str, Any]) -> JuryDef:
     return rubric_jury(bench, args)

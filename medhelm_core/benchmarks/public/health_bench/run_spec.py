@@ -4,8 +4,9 @@ adapter (the conversation's messages, max_tokens 512), LLMJuryMetric `health_ben
 `jury_config_path` (HELM's judges.yaml by default)."""
 from __future__ import annotations
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.runspecs.jury_entries import build_rubric_jury_run_spec
 
 
-def run_spec(bench, jury_config_path: str | None = None) -> dict:
+def run_spec(bench: Benchmark, jury_config_path: str | None = None) -> dict:
     return build_rubric_jury_run_spec(bench, jury_config_path)

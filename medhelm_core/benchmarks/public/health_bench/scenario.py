@@ -12,17 +12,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import TEST_SPLIT
-from medhelm_core.scenarios.public._base import no_args as check  # noqa: F401  (no constructor args)
-from medhelm_core.scenarios.public._base import parse_error, upstream_file
+from medhelm_core.scenarios.public.base import no_args as check  # noqa: F401  (no constructor args)
+from medhelm_core.scenarios.public.base import parse_error, upstream_file
 
 
-def files(bench, args: dict[str, Any]) -> list:
+def files(bench: Benchmark, args: dict[str, Any]) -> list:
     return [upstream_file(bench)]
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     path = upstream_file(bench)
     instances = []
     with open(path, "r", encoding="utf-8") as f:

@@ -16,23 +16,24 @@ import json
 from typing import Any
 
 from medhelm_core import data_sources as ds
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import TEST_SPLIT
-from medhelm_core.scenarios.public._base import no_args as check  # noqa: F401  (no constructor args)
-from medhelm_core.scenarios.public._base import parse_error
+from medhelm_core.scenarios.public.base import no_args as check  # noqa: F401  (no constructor args)
+from medhelm_core.scenarios.public.base import parse_error
 
 
-def _member(bench) -> ds.Located:
+def _member(bench: Benchmark) -> ds.Located:
     data = bench.text["data"]
     return ds.fetch_member(ds.ZipMember(bench.name, data["mirror_name"], data["zip_name"], data["url"],
                                         data["member"]))
 
 
-def files(bench, args: dict[str, Any]) -> list:
+def files(bench: Benchmark, args: dict[str, Any]) -> list:
     return [str(_member(bench).path)]
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     located = _member(bench)
     instances = []
     with located.open_text() as f:

@@ -16,12 +16,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
 from medhelm_core.scenarios.public import huggingface
-from medhelm_core.scenarios.public._base import no_args as check  # noqa: F401  (HELM has no constructor args)
+from medhelm_core.scenarios.public.base import no_args as check  # noqa: F401  (HELM has no constructor args)
 
 
-def files(bench, args: dict[str, Any]) -> list:
+def files(bench: Benchmark, args: dict[str, Any]) -> list:
     return huggingface.files(bench)
 
 
@@ -33,7 +34,7 @@ def _split(text: str, start: re.Pattern) -> tuple[str, str]:
     return text[:found.start()].strip(), text[found.start():].strip()
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     spec = bench.text["scenario"]
     start, choice = re.compile(spec["choices_start"]), re.compile(spec["choice"])
     instances = []

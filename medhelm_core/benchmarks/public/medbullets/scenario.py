@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
 from medhelm_core.scenarios.public import csv_files
-from medhelm_core.scenarios.public._base import no_args as check, upstream_file  # noqa: F401  (HELM has no constructor args)
+from medhelm_core.scenarios.public.base import no_args as check, upstream_file  # noqa: F401  (HELM has no constructor args)
 
 
-def files(bench, args: dict[str, Any]) -> list:
+def files(bench: Benchmark, args: dict[str, Any]) -> list:
     return [upstream_file(bench)]
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     spec = bench.text["scenario"]
     missing = spec["missing_option"]
     instances = []

@@ -10,24 +10,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import TEST_SPLIT, instance, passage_question_text, reference
-from medhelm_core.scenarios._common import py_value
+from medhelm_core.scenarios.common import py_value
 from medhelm_core.scenarios.public import huggingface
 
 
-def check(bench, args: dict[str, Any]) -> None:
+def check(bench: Benchmark, args: dict[str, Any]) -> None:
     if args:
         raise MedhelmError(
             f"{bench.name}: MedCalcBenchScenario takes no arguments, got {sorted(args)} (HELM's "
             "get_medcalc_bench_spec(version=...) passes `version` to a constructor without it and fails too)")
 
 
-def files(bench, args: dict[str, Any]) -> list:
+def files(bench: Benchmark, args: dict[str, Any]) -> list:
     return huggingface.files(bench)
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     prefix = bench.text["scenario"]["passage_prefix"]
     instances = []
     for row in huggingface.rows(bench):

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import instance, reference
 from medhelm_core.scenarios.public import med_qa
-from medhelm_core.scenarios.public._base import no_args as check  # noqa: F401  (HELM has no constructor args)
+from medhelm_core.scenarios.public.base import no_args as check  # noqa: F401  (HELM has no constructor args)
 
 
-def files(bench, args: dict[str, Any]) -> list[str]:
+def files(bench: Benchmark, args: dict[str, Any]) -> list[str]:
     return med_qa.files(bench)
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     instances = []
     for split, located in med_qa.members(bench):
         for example in med_qa.json_lines(bench, located):

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
 from medhelm_core.scenarios.public import huggingface
-from medhelm_core.scenarios.public._base import no_args as check  # noqa: F401  (no constructor args upstream)
+from medhelm_core.scenarios.public.base import no_args as check  # noqa: F401  (no constructor args upstream)
 
 
-def files(bench, args: dict[str, Any]) -> list:
+def files(bench: Benchmark, args: dict[str, Any]) -> list:
     return huggingface.files(bench)
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     columns = bench.text["scenario"]["extra_data_columns"]
     instances = []
     for row in huggingface.rows(bench):

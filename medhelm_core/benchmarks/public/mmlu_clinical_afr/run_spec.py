@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import multiple_choice_joint_adapter_spec, run_spec as make_run_spec, scenario_spec
 from medhelm_core.runspecs.metric_bundles import exact_match_metric_specs
 
 
-def language_name(bench, lang: Any) -> str:
+def language_name(bench: Benchmark, lang: Any) -> str:
     languages = bench.text["languages"]
     if not isinstance(lang, str) or lang not in languages:
         raise MedhelmError(f"{bench.name}: unknown lang {lang!r} (known: {', '.join(languages)})")
     return languages[lang]
 
 
-def run_spec(bench, subject: Any, lang: Any, method: Any = None) -> dict[str, Any]:
+def run_spec(bench: Benchmark, subject: Any, lang: Any, method: Any = None) -> dict[str, Any]:
     text = bench.text["run_spec"]
     method = text["default_method"] if method is None else method
     if not isinstance(subject, str):

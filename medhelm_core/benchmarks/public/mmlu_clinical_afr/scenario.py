@@ -19,12 +19,13 @@ import zipfile
 from typing import Any
 
 from medhelm_core import data_sources as ds
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
-from medhelm_core.scenarios.public._base import parse_error
+from medhelm_core.scenarios.public.base import parse_error
 from medhelm_core.helm_types import instance, reference
 
 
-def _args(bench, args: dict[str, Any]) -> tuple[str, str]:
+def _args(bench: Benchmark, args: dict[str, Any]) -> tuple[str, str]:
     """HELM's constructor: only `subject` and `lang`, both with defaults."""
     unknown = sorted(set(args) - {"subject", "lang"})
     if unknown:
@@ -37,11 +38,11 @@ def _args(bench, args: dict[str, Any]) -> tuple[str, str]:
     return subject, lang
 
 
-def check(bench, args: dict[str, Any]) -> None:
+def check(bench: Benchmark, args: dict[str, Any]) -> None:
     _args(bench, args)
 
 
-def _zip(bench) -> ds.UpstreamFile:
+def _zip(bench: Benchmark) -> ds.UpstreamFile:
     data = bench.text["data"]
     return ds.UpstreamFile(bench.name, data["zip_name"], data["url"])
 
@@ -53,7 +54,7 @@ def _members(subject: str, lang: str, bench) -> list[tuple[str, str]]:
             for infix, split in bench.text["scenario"]["splits"].items()]
 
 
-def _located(bench, args: dict[str, Any]) -> list[tuple[ds.Located, str]]:
+def _located(bench: Benchmark, args: dict[str, Any]) -> list[tuple[ds.Located, str]]:
     """The CSVs that exist, with their splits."""
     subject, lang = _args(bench, args)
     members = _members(subject, lang, bench)
@@ -82,12 +83,12 @@ def _located(bench, args: dict[str, Any]) -> list[tuple[ds.Located, str]]:
     return found
 
 
-def files(bench, args: dict[str, Any]) -> list:
+def files(bench: Benchmark, args: dict[str, Any]) -> list:
     located = _located(bench, args)
     return sorted({str(loc.path) for loc, _ in located})
 
 
-def _rows(bench, located: ds.Located) -> list[list[str]]:
+def _rows(bench: Benchmark, located: ds.Located) -> list[list[str]]:
     try:
         with located.open_text() as f:
             return list(csv.reader(f, delimiter=","))
@@ -95,7 +96,7 @@ def _rows(bench, located: ds.Located) -> list[list[str]]:
         raise parse_error(bench.name, located, e) from None
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     letters = bench.text["scenario"]["answer_letters"]
     instances = []
     for located, split in _located(bench, args):
@@ -113,7 +114,7 @@ def load(bench, args: dict[str, Any]) -> list[dict]:
     return instances
 
 
-def helm_metadata(bench, args: dict[str, Any]) -> dict[str, Any]:
+def helm_metadata(bench: Benchmark, args: dict[str, Any]) -> dict[str, Any]:
     """HELM 0.5.16's get_metadata() (the edition's `helm_metadata: null`: none, as medhelm 0.8.0)."""
     subject, lang = _args(bench, args)
     meta = bench.text.get("helm_metadata")

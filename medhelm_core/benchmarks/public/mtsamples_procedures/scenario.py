@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.scenarios.public import mtsamples
-from medhelm_core.scenarios.public._base import no_args as check  # noqa: F401  (HELM has no constructor args)
+from medhelm_core.scenarios.public.base import no_args as check  # noqa: F401  (HELM has no constructor args)
 
 
-def files(bench, args: dict[str, Any]) -> list[str]:
+def files(bench: Benchmark, args: dict[str, Any]) -> list[str]:
     return mtsamples.files(bench)
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     return mtsamples.load(bench)

@@ -14,12 +14,13 @@ import io
 from typing import Any
 
 from medhelm_core import data_sources as ds
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
-from medhelm_core.scenarios.public._base import no_args as check, parse_error, upstream_file  # noqa: F401  (check: HELM has no constructor args)
+from medhelm_core.scenarios.public.base import no_args as check, parse_error, upstream_file  # noqa: F401  (check: HELM has no constructor args)
 
 
-def files(bench, args: dict[str, Any]) -> list:
+def files(bench: Benchmark, args: dict[str, Any]) -> list:
     return [upstream_file(bench)]
 
 
@@ -59,7 +60,7 @@ def csv_round_trip(columns: list[str], rows: list[tuple[str, str, str]]) -> list
     return list(csv.DictReader(io.StringIO(ds.universal_newlines(buffer.getvalue()))))
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     try:
         from docx import Document
     except ImportError:  # pragma: no cover - a declared dependency

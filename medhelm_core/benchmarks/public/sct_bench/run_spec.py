@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.runspecs.public import build_public_run_spec
 
 
-def run_spec(bench, reason: Any = False, few_shot: Any = False) -> dict:
+def run_spec(bench: Benchmark, reason: Any = False, few_shot: Any = False) -> dict:
     spec = build_public_run_spec(bench, {"reason": reason, "few_shot": few_shot})
     labels = bench.text["run_spec"]["name_parts"]
     parts = [labels[key] for key, value in (("reason", reason), ("few_shot", few_shot)) if value]

@@ -24,20 +24,21 @@ import csv
 from typing import Any
 
 from medhelm_core import data_sources as ds
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_types import TEST_SPLIT, instance, reference
-from medhelm_core.scenarios.public._base import parse_error, upstream_file
+from medhelm_core.scenarios.public.base import parse_error, upstream_file
 
 ARGUMENTS = ("reason", "few_shot")
 
 
-def check(bench, args: dict[str, Any]) -> None:
+def check(bench: Benchmark, args: dict[str, Any]) -> None:
     unknown = sorted(set(args) - set(ARGUMENTS))
     if unknown:
         raise MedhelmError(f"{bench.name}: SCTBenchScenario takes only {', '.join(ARGUMENTS)}, got {unknown}")
 
 
-def files(bench, args: dict[str, Any]) -> list:
+def files(bench: Benchmark, args: dict[str, Any]) -> list:
     return [upstream_file(bench)]
 
 
@@ -66,7 +67,7 @@ def best_rating(distribution: list[float], labels: list[str]) -> str:
     return labels[distribution.index(max(distribution))]
 
 
-def _rows(bench) -> list[dict]:
+def _rows(bench: Benchmark) -> list[dict]:
     located = ds.Located(upstream_file(bench))
     try:
         with located.open_text(encoding="utf-8", errors="ignore") as f:
@@ -75,7 +76,7 @@ def _rows(bench) -> list[dict]:
         raise parse_error(bench.name, located, e) from None
 
 
-def load(bench, args: dict[str, Any]) -> list[dict]:
+def load(bench: Benchmark, args: dict[str, Any]) -> list[dict]:
     text = bench.text["scenario"]
     template = prompt_template(text, args.get("reason", False), args.get("few_shot", False))
     placeholders = text["placeholders"]

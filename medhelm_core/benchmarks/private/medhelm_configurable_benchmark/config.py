@@ -17,10 +17,10 @@ metrics:                       # metrics[0] is the main metric
         model_name: provider/judge-model
 ```
 
-This module parses and validates the config (shared by the scenario, the run spec and the
-annotator of `medhelm_core/benchmarks/private/medhelm_configurable_benchmark/`, which pass their
-`bench`: its name starts the error messages, its benchmark.yaml holds the fixed names); the
-metric/annotator specs it implies are built in `medhelm_core.runspecs.configurable`.
+This folder's own module (`bench.module("config")` from its scenario, run spec and annotator, which
+pass their `bench`: its name starts the error messages, its benchmark.yaml holds the fixed names)
+parses and validates the config, and builds the metric and annotator specs it implies (HELM's
+`BenchmarkConfig.get_metric_specs()` / `get_annotator_specs()`).
 Paths are used as written (relative to the current working directory), as in HELM. Errors HELM
 raises as KeyError/ValueError/IndexError/AssertionError become one-line MedhelmErrors naming the
 config file.
@@ -34,8 +34,17 @@ from typing import Any
 
 import yaml
 
+from medhelm_core.catalog import Benchmark
 from medhelm_core.errors import MedhelmError
-from medhelm_core.scenarios._common import first_line
+from medhelm_core.helm_types import annotator_spec
+from medhelm_core.runspecs.metric_bundles import (
+    basic_metric_specs,
+    exact_match_metric_specs,
+    llm_jury_metric_spec,
+    summarization_metric_args,
+    summarization_metric_specs,
+)
+from medhelm_core.scenarios.common import first_line
 
 
 @dataclass(frozen=True)
@@ -70,11 +79,11 @@ class BenchmarkConfig:
         return any(m.is_jury for m in self.metrics)
 
 
-def err(bench, path: str, message: str) -> MedhelmError:
+def err(bench: Benchmark, path: str, message: str) -> MedhelmError:
     return MedhelmError(f"{bench.name}: config_path {path}: {message}")
 
 
-def _convert_metrics(bench, path: str, raw_metrics: Any) -> list[MetricConfig]:
+def _convert_metrics(bench: Benchmark, path: str, raw_metrics: Any) -> list[MetricConfig]:
     jury_name = bench.text["run_spec"]["jury_metric"]
     if isinstance(raw_metrics, (str, bytes)) or not hasattr(raw_metrics, "__iter__"):
         raise err(bench, path, f"'metrics' must be a list, got {raw_metrics!r}")
@@ -101,7 +110,7 @@ def _convert_metrics(bench, path: str, raw_metrics: Any) -> list[MetricConfig]:
     return out
 
 
-def load_benchmark_config(bench, config_path: Any) -> BenchmarkConfig:
+def load_benchmark_config(bench: Benchmark, config_path: Any) -> BenchmarkConfig:
     """HELM `get_benchmark_config_from_path` (yaml.safe_load + structure)."""
     entry = bench.name
     if not isinstance(config_path, str):
@@ -142,7 +151,7 @@ def load_benchmark_config(bench, config_path: Any) -> BenchmarkConfig:
     )
 
 
-def parse_rubric_criteria(bench, prompt_template: str, where: str) -> dict[str, list[Any]]:
+def parse_rubric_criteria(bench: Benchmark, prompt_template: str, where: str) -> dict[str, list[Any]]:
     """Criteria from `<rubric_criteria>{json}</rubric_criteria>` (HELM `_get_annotation_criteria`):
     the first such block (non-greedy, spanning lines), `json.loads`, then `{key: list(value)}` --
     for the usual `{"score": .., "explanation": ..}` values that is the list of their keys."""
@@ -160,7 +169,7 @@ def parse_rubric_criteria(bench, prompt_template: str, where: str) -> dict[str, 
         raise MedhelmError(f"{where}: bad {text['rubric_open_tag']} JSON: {first_line(e)}") from None
 
 
-def read_judge_prompt(bench, config: BenchmarkConfig, metric: MetricConfig) -> str:
+def read_judge_prompt(bench: Benchmark, config: BenchmarkConfig, metric: MetricConfig) -> str:
     entry = bench.name
     path = metric.prompt_file
     try:
@@ -177,3 +186,46 @@ def read_judge_prompt(bench, config: BenchmarkConfig, metric: MetricConfig) -> s
 def judge_annotator_models(metric: MetricConfig) -> dict[str, dict[str, str]]:
     # HELM: {judge.model_deployment: judge for judge in metric.judges}
     return {j["model_deployment"]: dict(j) for j in metric.judges or []}
+
+
+def metric_specs(bench: Benchmark, config: BenchmarkConfig) -> list[dict[str, Any]]:
+    """HELM `BenchmarkConfig.get_metric_specs()`."""
+    text = bench.text["run_spec"]
+    specs: list[dict[str, Any]] = []
+    summarization = False
+    for metric in config.metrics:
+        if metric.name == text["exact_match_metric"]:
+            specs.extend(exact_match_metric_specs())
+        elif metric.name == text["jury_metric"]:
+            specs.append(llm_jury_metric_spec(text["jury_metric"], config.name, judge_annotator_models(metric)))
+            if len(config.metrics) == 1:
+                specs.extend(basic_metric_specs([]))
+        elif metric.name in text["summarization_metrics"]:
+            if not summarization:
+                summarization = True
+                specs.extend(summarization_metric_specs(summarization_metric_args(config.name)))
+        else:
+            raise err(bench, config.path, f"unknown metric name: {metric.name!r}")
+    return specs
+
+
+def annotator_specs(bench: Benchmark, config: BenchmarkConfig) -> list[dict[str, Any]]:
+    """HELM `BenchmarkConfig.get_annotator_specs()`: one LLMAsJuryAnnotator per jury_score metric."""
+    class_name = bench.text["run_spec"]["annotator_class"]
+    specs = []
+    for metric in config.metrics:
+        if metric.is_jury:
+            template = read_judge_prompt(bench, config, metric)
+            criteria = parse_rubric_criteria(bench, template, f"{bench.name}: judge prompt_file {metric.prompt_file}")
+            specs.append(
+                annotator_spec(
+                    class_name,
+                    {
+                        "name": config.name,
+                        "prompt_template": template,
+                        "annotation_criteria": criteria,
+                        "annotator_models": judge_annotator_models(metric),
+                    },
+                )
+            )
+    return specs

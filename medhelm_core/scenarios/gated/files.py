@@ -9,26 +9,29 @@ medhelm_core/benchmarks/gated/<name>/benchmark.yaml, read from `bench.text`).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from medhelm_core.errors import MedhelmError
-from medhelm_core.scenarios._common import first_line, require_arg
+from medhelm_core.scenarios.common import first_line, require_arg
 from medhelm_core.tokenizers import bundled_bpe_dir, tiktoken_encoding  # noqa: F401 (bundled_bpe_dir: re-export)
+
+if TYPE_CHECKING:  # for annotations only (nothing imported at run time)
+    from medhelm_core.catalog import Benchmark
 
 GATED_EXTRA = 'pip install "medhelm-build[gated]"'
 
 
-def access_hint(bench) -> str:
+def access_hint(bench: Benchmark) -> str:
     access = bench.text["access"]
     return f"{access['source']}: {access['url']} ({access['how']})"
 
 
-def missing_data(bench, what: str, path: str) -> MedhelmError:
+def missing_data(bench: Benchmark, what: str, path: str) -> MedhelmError:
     """`<entry>: <what> not found: <path> - get <dataset>: <url> (<how>)`, on one line."""
     return MedhelmError(f"{bench.name}: {what} not found: {path} - get {access_hint(bench)}")
 
 
-def require_exists(bench, path: str, what: str) -> None:
+def require_exists(bench: Benchmark, path: str, what: str) -> None:
     """HELM's `check_file_exists` (os.path.exists), with the gated error."""
     if not os.path.exists(path):
         raise missing_data(bench, what, path)

@@ -9,9 +9,12 @@ import csv
 import os
 import sys
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from medhelm_core.errors import MedhelmError
+
+if TYPE_CHECKING:  # for annotations only (nothing imported at run time)
+    from medhelm_core.catalog import Benchmark
 
 
 def first_line(exc: BaseException) -> str:
@@ -33,7 +36,7 @@ def require_path_arg(args: dict[str, Any], key: str, entry: str) -> str:
     return value
 
 
-def data_path_files(bench, args: dict[str, Any]) -> list[str]:
+def data_path_files(bench: Benchmark, args: dict[str, Any]) -> list[str]:
     """`files(bench, args)` of a scenario whose one data file is the run entry's `data_path`."""
     return [require_path_arg(args, "data_path", bench.name)]
 

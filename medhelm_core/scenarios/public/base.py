@@ -6,14 +6,17 @@ the data mirror or the online cache), reading its literal text from `bench.text`
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medhelm_core import data_sources as ds
 from medhelm_core.errors import MedhelmError
-from medhelm_core.scenarios._common import first_line
+from medhelm_core.scenarios.common import first_line
+
+if TYPE_CHECKING:  # for annotations only (nothing imported at run time)
+    from medhelm_core.catalog import Benchmark
 
 
-def no_args(bench, args: dict[str, Any]) -> None:
+def no_args(bench: Benchmark, args: dict[str, Any]) -> None:
     """HELM's scenario classes without constructor arguments fail on any argument (a folder's
     `check`, for those classes)."""
     if args:
@@ -21,7 +24,7 @@ def no_args(bench, args: dict[str, Any]) -> None:
         raise MedhelmError(f"{bench.name}: {cls} takes no arguments, got {sorted(args)}")
 
 
-def upstream_file(bench):
+def upstream_file(bench: Benchmark):
     """The one file of a benchmark's `data: {file, url}` (mirror or online cache)."""
     data = bench.text["data"]
     return ds.fetch(ds.UpstreamFile(bench.name, data["file"], data["url"]))
