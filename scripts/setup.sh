@@ -60,8 +60,8 @@ if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
 else
   done_ "already there"
 fi
-step "the project and its extras (pip install -e .[dev,gated,dspy,local,summarization,postgres,vendors])"
-.venv/bin/python -m pip install --quiet -e ".[dev,gated,dspy,local,summarization,postgres,vendors]" "transformers==5.20.2"
+step "the project and its extras (pip install -e .[dev,docs,gated,dspy,local,summarization,postgres,vendors])"
+.venv/bin/python -m pip install --quiet -e ".[dev,docs,gated,dspy,local,summarization,postgres,vendors]" "transformers==5.20.2"
 done_
 # A test reference, never imported by the project: HELM 0.5.16's wheel, whose own SummaC code the
 # SummaC parity test runs beside ours (tests/helm_reference.py).
@@ -72,7 +72,7 @@ if ! ls .cache/reference/crfm_helm-0.5.16-*.whl >/dev/null 2>&1; then
 else
   done_ "already there"
 fi
-# Dagster's instance settings for the README's DAGSTER_HOME (.dagster_home): INFO on the terminal,
+# Dagster's instance settings for the docs' DAGSTER_HOME (.dagster_home, docs/how-to/dagster.md): INFO on the terminal,
 # no telemetry (deploy/local/dagster.yaml); a dagster.yaml already there is the user's and is kept.
 step "Dagster instance settings (.dagster_home/dagster.yaml)"
 if [ ! -e .dagster_home/dagster.yaml ]; then

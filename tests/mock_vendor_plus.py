@@ -1,7 +1,8 @@
 """../shared/tools/mock_vendor_server.py plus Together's legacy inference API (`POST /api/inference`),
 which HELM's TogetherClient speaks and the shared mock does not. Same answers (a pure function of model
 and prompt, cut by the stop sequences and max_tokens), same --log-jsonl records (wire
-"together-inference").
+"together-inference"). Also Together's models list (`GET <base>/models`), which HELM's
+TogetherChatClient reads once for each model's default stop tokens (TOGETHER_MODELS).
 
     python tests/mock_vendor_plus.py --tools ../shared/tools --port 0 --port-file F --log-jsonl L
 """
@@ -15,6 +16,12 @@ import urllib.parse
 from pathlib import Path
 
 
+# `GET .../models`: Together's list for the models the mock is asked through TogetherChatClient (the
+# public jury's Llama judge), with the default stop tokens Together gives them.
+TOGETHER_MODELS = [{"id": "meta-llama/Llama-3.3-70B-Instruct-Turbo", "object": "model", "type": "chat",
+                    "config": {"stop": ["<|eot_id|>", "<|eom_id|>"]}}]
+
+
 def main(argv: list[str]) -> int:
     tools = Path(argv[argv.index("--tools") + 1])
     rest = argv[:argv.index("--tools")] + argv[argv.index("--tools") + 2:]
@@ -23,6 +30,11 @@ def main(argv: list[str]) -> int:
     import mock_vendor_server as vendor
 
     class Handler(vendor.Handler):
+        def do_GET(self) -> None:
+            if urllib.parse.urlsplit(self.path).path.rstrip("/").endswith("/models"):
+                return self._send(200, TOGETHER_MODELS)
+            return super().do_GET()
+
         def do_POST(self) -> None:
             if urllib.parse.urlsplit(self.path).path.rstrip("/") != "/api/inference":
                 return super().do_POST()

@@ -135,6 +135,11 @@ def _endpoint_problem(ws: Workspace, deployment, credentials) -> str | None:
         key = resolve_api_key(deployment, credentials).get_secret_value()
     except MedhelmError:
         key = None
+    odd = next((i for i, ch in enumerate(key or "") if not (ch.isascii() and ch.isprintable())), None)
+    if odd is not None:  # HTTP headers carry ASCII: every request would fail (e.g. a pasted "sk-…")
+        return (f"has an API key with a character that cannot be sent in an HTTP header (character {odd + 1} of "
+                f"{len(key)}, not shown): check the key for a stray character in {credentials_file} or its "
+                "environment variable")
     if key is not None and key.strip().startswith(PLACEHOLDER_KEY_PREFIX):
         return (f"still has the example's placeholder API key (a value starting with {PLACEHOLDER_KEY_PREFIX}): "
                 f"replace it with your key in {credentials_file}")

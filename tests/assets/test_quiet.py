@@ -108,7 +108,7 @@ def test_setup_prints_one_line_per_step_with_its_time(tmp_path):
     assert all(re.search(r" … .+ \(\d+\.\d s\)$", line) for line in steps), lines
     assert re.search(r"^medhelm: set up in .*\.venv \(\d+\.\d s in all\)$", lines[-1])
     calls = (work / "calls").read_text()
-    assert "install --quiet -e .[dev,gated,dspy,local,summarization,postgres,vendors]" in calls
+    assert "install --quiet -e .[dev,docs,gated,dspy,local,summarization,postgres,vendors]" in calls
     assert "install --quiet -e .[dev,ducklake,postgres]" in calls  # --with-ducklake kept
     assert (work / ".dagster_home" / "dagster.yaml").read_text() == (ROOT / "deploy/local/dagster.yaml").read_text()
     # A user's dagster.yaml is kept; a second run says so.
@@ -119,7 +119,7 @@ def test_setup_prints_one_line_per_step_with_its_time(tmp_path):
 
 
 def test_setup_names_the_step_that_failed(tmp_path):
-    work = _stub_checkout(tmp_path, fail_on="-e .[dev,gated")
+    work = _stub_checkout(tmp_path, fail_on="-e .[dev,docs,gated")
     r = subprocess.run(["bash", "scripts/setup.sh"], cwd=work, capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert re.search(r"setup\.sh: the project and its extras .* … pip: boom\nfailed \(\d+\.\d s\)", r.stderr), r.stderr

@@ -1,7 +1,7 @@
-"""The shipped example, `bash scripts/example.sh` as the README prints it, runs end to end in a fresh
-copy of the checkout with the README's old ports held by another process: its demo server takes a
-free port, the example's prod_env for it is written under the output path, and the server is gone
-when the script ends."""
+"""The shipped example, `bash scripts/example.sh` as the docs print it ("The shipped example"), runs end
+to end in a fresh copy of the checkout with the README's old ports held by another process: its demo
+server takes a free port, the example's prod_env for it is written under the output path, and the
+server is gone when the script ends."""
 import json
 import os
 import re
@@ -12,15 +12,18 @@ import pytest
 import yaml
 
 from tests.ports import readme_ports_taken  # noqa: F401  (a fixture)
-from tests.readme import readme_checkout
+from tests.readme import code_blocks, commands, readme_checkout
 
 pytestmark = pytest.mark.usefixtures("readme_ports_taken")
 
 
 def test_example_suite_end_to_end():
+    [block] = code_blocks("The shipped example", "bash")
+    [cmd] = commands(block)
+    assert cmd == "bash scripts/example.sh"
     with readme_checkout() as work:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MEDHELM_", "DAGSTER_"))}
-        r = subprocess.run(["bash", "scripts/example.sh"], cwd=work, env=env, capture_output=True, text=True,
+        r = subprocess.run(cmd.split(), cwd=work, env=env, capture_output=True, text=True,
                            timeout=900)
         assert r.returncode == 0, r.stderr[-3000:]
         m = re.search(r"example\.sh: the demo models on (http://127\.0\.0\.1:(\d+)/v1) \(prod_env: "

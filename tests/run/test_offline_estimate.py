@@ -138,3 +138,13 @@ def test_recorded_size_matching_by_args():
     rec = recorded_size(catalog, head_qa)
     assert rec is not None and rec.eval_instances > 0
     assert recorded_size(catalog, {**head_qa, "args": {"language": "es", "category": None}}) is None
+
+
+def test_a_key_that_cannot_be_sent_in_a_header_stops_the_run_before_any_call(tmp_path):
+    """A pasted placeholder with an ellipsis (`sk-…`) would fail every request: said once, up front, and
+    the key itself is not shown."""
+    r, _ = _medhelm_run(tmp_path, "--run-entries", f"medcalc_bench:model={MODEL}", "--suite", "s",
+                        "--max-eval-instances", "5", OPENAI_API_KEY="sk-\u2026secret")
+    assert r.returncode == 2, r.stderr[-2000:]
+    [line] = r.stderr.strip().splitlines()
+    assert "cannot be sent in an HTTP header (character 4 of 10, not shown)" in line and "secret" not in line
