@@ -1,4 +1,4 @@
-"""`dg launch --assets 'group:leaderboard'` (the README's Dagster command) beside `medhelm-summarize`
+"""`dg launch --assets 'group:leaderboard'` (the docs' Dagster command, docs/how-to/dagster.md) beside `medhelm-summarize`
 on the same suite: wall time of each, as a fresh process (start-up included), side by side, and
 their ratio (issue 43 asks for the Dagster command within 1.5x of medhelm-summarize).
 
@@ -7,7 +7,7 @@ their ratio (issue 43 asks for the Dagster command within 1.5x of medhelm-summar
 Without --output-path it builds the shipped example suite in a temporary folder first (the demo
 model server on a free loopback port, `medhelm-run` on conf/example.conf, 10 instances), with a
 DAGSTER_HOME of its own holding deploy/local/dagster.yaml. Both commands then summarize the same
-suite the README's way (the edition's packaged schema), alternately, `--repeat` times each; the
+suite the docs' way (the edition's packaged schema), alternately, `--repeat` times each; the
 median of each is compared. Both write the same tables and files: each run rebuilds the leaderboard.
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ rubric get that rubric back with scores 1–5, anything else gets a slice of the
 No fixed port: it listens on a free loopback port unless `--port N` names one, and prints its URL.
 HELM reads a prod_env's `model_deployments.yaml` literally, so the example's deployments learn the
 port from a prod_env written for it: a copy of `examples/prod_env` whose `base_url`s name the
-server's URL (`--prod-env DIR`). In the background, as the README and scripts/example.sh use it:
+server's URL (`--prod-env DIR`). In the background, as the docs and scripts/example.sh use it:
 
     medhelm-demo-server start DIR   # returns once it answers; prints its URL; DIR is the example's prod_env for it
     medhelm-demo-server status DIR  # prints its URL (exit 1 when none of DIR runs)

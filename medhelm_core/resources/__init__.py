@@ -13,7 +13,7 @@ checkout), kept in this folder:
   `model_metadata.yaml` (model metadata as helm-summarize reads it).
 
 In a checkout the repository root's `sql/`, `schema/` and `conf/{deployments,judges,
-model_metadata}.yaml` are symlinks to these, so the paths the README gives keep working. The
+model_metadata}.yaml` are symlinks to these, so the paths the docs give keep working. The
 root `conf/` also holds user inputs (`example.conf`, `medhelm_public.yaml`), which are not
 package data. The package data kept beside its code (benchmark folders, HELM's built-in registry
 layer, the metric bundles, the page's static files) is located here too (`BENCHMARKS_DIR`, ...).

@@ -51,7 +51,7 @@ def export_main(argv: list[str] | None = None) -> int:
     except OSError as e:
         where = f": {e.filename}" if e.filename else ""
         return _fail("medhelm-export", f"cannot write --out {args.out}{where}: {e.strerror or e}")
-    except Exception as e:  # noqa: BLE001 - the README promises one line; nothing was written
+    except Exception as e:  # noqa: BLE001 - the docs promise one line; nothing was written
         return _fail("medhelm-export", f"{type(e).__name__}: {e} (nothing written to {args.out})")
     except KeyboardInterrupt:
         _fail("medhelm-export", f"interrupted; {args.out} is as it was")

@@ -27,11 +27,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from medhelm_core.summarize import (
-    SQL_DIR, ensure_input_tables, load_benchmark_output_runs, parse_sql_model, run_sql_models, summarize,
-    topological_order,
-)
-from medhelm_core.summarize.sql_models import load_sql_models
+from medhelm_core.summarize import SQL_DIR, ensure_input_tables, load_benchmark_output_runs, run_sql_models, summarize
+from medhelm_core.summarize.sql_models import run_data_tests
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("MEDHELM_SHARED", ROOT.parent / "shared"))
@@ -43,9 +40,6 @@ DATE = "2026-11-29"
 pytestmark = pytest.mark.skipif(not SYN.exists() or not PUB.exists(), reason="golden files not available")
 
 N_RE = re.compile(r"\((\d+)\)$")
-INPUT_TABLES = {"runs", "run_stats", "summarize_target", "schema_metrics", "schema_perturbations",
-                "schema_metric_groups", "schema_metric_group_metrics", "schema_run_groups",
-                "schema_run_group_expansion", "schema_document", "model_metadata", "model_deployments"}
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -171,6 +165,8 @@ def compare_tables(ours: list[dict], gold: list[dict], prefix: str, ordered: boo
 def check_target(target: str, tmp_path: Path) -> Counter:
     conn, ours, gold, prefix, ordered = build(target, tmp_path)
     counts: Counter = Counter()
+    # the models' YAML data tests (not_null, unique, accepted_values, relationships) hold on real runs
+    assert run_data_tests(conn) == {}
     # groups/<group>.json and groups/json/<group>_<table>.json
     gold_files = sorted(p.name for p in (gold / "groups").glob("*.json"))
     assert sorted(p.name for p in (ours / "groups").glob("*.json")) == gold_files
@@ -258,27 +254,6 @@ def test_golden(target, tmp_path):
     counts = check_target(target, tmp_path)
     assert counts["cells"] > 0 and counts["cells_equal"] == counts["cells"]
     assert counts["cells_bit_equal"] == counts["cells_valued"]
-
-
-# --------------------------------------------------------------------------- SQL model files
-
-def test_sql_model_files():
-    models = load_sql_models(SQL_DIR)
-    assert models
-    for p in sorted(SQL_DIR.glob("*.sql")):
-        name, deps, sql = parse_sql_model(p)
-        assert name == p.stem
-        assert sql.lstrip().startswith("-- depends_on:"), p.name
-        for d in deps:
-            assert d in models or d in INPUT_TABLES, (p.name, d)
-        # every table read appears in the header
-        read = set(re.findall(r"\b(?:FROM|JOIN)\s+([a-z_][a-z0-9_]*)", sql, re.I))
-        known = set(models) | INPUT_TABLES
-        assert (read & known) - {name} <= set(deps), (p.name, (read & known) - set(deps))
-    order = topological_order(models)
-    pos = {n: i for i, n in enumerate(order)}
-    for n, (deps, _) in models.items():
-        assert all(pos[d] < pos[n] for d in deps if d in models)
 
 
 # --------------------------------------------------------------------------- win rates at scale
