@@ -88,15 +88,23 @@ class DeploymentSettings(BaseModel):
     output_per_million: Optional[float] = None
     # In-process models (HuggingFaceClient): requests generated together; 1 is HELM's one at a time.
     batch_size: Optional[int] = None
+    # Vendors' batch APIs (medhelm_core.batch): send this deployment's requests as batches; most requests
+    # per batch (None: the vendor's limit); seconds between polls; the fraction taken off the online
+    # price of a batched request (None: the vendor's usual cut, `batch.Flavour.discount`: 0.5).
+    batch: bool = False
+    batch_max_requests: Optional[int] = None
+    batch_poll_seconds: float = 60.0
+    batch_discount: Optional[float] = None
 
-    @field_validator("max_concurrency", "initial_concurrency", "min_concurrency", "max_attempts", "batch_size")
+    @field_validator("max_concurrency", "initial_concurrency", "min_concurrency", "max_attempts", "batch_size",
+                     "batch_max_requests")
     @classmethod
     def _positive_int(cls, v):
         if v is not None and v < 1:
             raise ValueError("must be >= 1")
         return v
 
-    @field_validator("requests_per_minute", "tokens_per_minute", "timeout_s", "cooldown_s")
+    @field_validator("requests_per_minute", "tokens_per_minute", "timeout_s", "cooldown_s", "batch_poll_seconds")
     @classmethod
     def _positive(cls, v):
         if v is not None and v <= 0:
@@ -108,6 +116,13 @@ class DeploymentSettings(BaseModel):
     def _non_negative(cls, v):
         if v is not None and v < 0:
             raise ValueError("must be >= 0")
+        return v
+
+    @field_validator("batch_discount")
+    @classmethod
+    def _fraction(cls, v):
+        if v is not None and not 0 <= v < 1:
+            raise ValueError("must be within [0, 1)")
         return v
 
     @field_validator("decrease_factor")
@@ -125,6 +140,18 @@ class DeploymentSettings(BaseModel):
         if not self.priced or prompt_tokens is None or completion_tokens is None:
             return None
         return (prompt_tokens * self.input_per_million + completion_tokens * self.output_per_million) / 1e6
+
+    def batch_cost(self, prompt_tokens: int | None, completion_tokens: int | None,
+                   vendor_discount: float = 0.0) -> float | None:
+        """The cost of a batched request: the online price less `batch_discount` (when not set, the
+        vendor's usual `vendor_discount`)."""
+        online = self.cost(prompt_tokens, completion_tokens)
+        if online is None:
+            return None
+        return online * (1.0 - self.effective_batch_discount(vendor_discount))
+
+    def effective_batch_discount(self, vendor_discount: float = 0.0) -> float:
+        return self.batch_discount if self.batch_discount is not None else vendor_discount
 
     def concurrency(self, default: int) -> tuple[int, int, int]:
         """(min, initial, max) in-flight requests."""

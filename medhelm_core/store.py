@@ -31,8 +31,8 @@ from medhelm_core.storage import DB_FILENAME, on_ducklake, sql_str  # noqa: F401
 
 # Created on first write, in this order (sql/ddl/): the pipeline's tables, their additive
 # migrations, the summarize inputs, the edition comparison views, the cost views over all of them, then
-# the local models' logprobs beside HELM's.
-DDL_FILES = ("pipeline", "pipeline_migrations", "summarize_inputs", "editions", "costs", "local_models")
+# the local models' logprobs beside HELM's, the vendors' batches.
+DDL_FILES = ("pipeline", "pipeline_migrations", "summarize_inputs", "editions", "costs", "local_models", "batches")
 
 
 # The columns of a `completions` row, in the order the engine and its answer journal write them.

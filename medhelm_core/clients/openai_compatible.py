@@ -17,6 +17,7 @@ completion. `complete()` is the simple blocking loop (retry with back-off honour
 from __future__ import annotations
 
 import functools
+import json
 import re
 import threading
 import time
@@ -168,10 +169,16 @@ class OpenAICompatibleClient(BlockingClient):
         if isinstance(sent, Attempt):
             return sent
         response, body, headers = sent
+        return self.answer_attempt(request, response.status_code, body, headers, start, time.time() - start)
+
+    def answer_attempt(self, request: dict, status: int, body: Any, headers: dict[str, str],
+                       start: float, elapsed: float) -> Attempt:
+        """The Attempt of a successful HTTP answer: `body` its JSON (None when it was none), `start` when
+        it was asked (epoch seconds), `elapsed` how long it took. `attempt()` and a batch's output lines
+        (`medhelm_core.batch`) both read answers here."""
         if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
-            return Attempt(SERVER_ERROR, message=f"malformed response (HTTP {response.status_code})",
-                           status=response.status_code, headers=headers)
-        elapsed = time.time() - start
+            return Attempt(SERVER_ERROR, message=f"malformed response (HTTP {status})",
+                           status=status, headers=headers)
         usage = body.get("usage")
         for choice in body.get("choices") or []:
             if choice.get("finish_reason") == "content_filter":
@@ -225,6 +232,24 @@ class OpenAICompatibleClient(BlockingClient):
         httpx response is read as JSON. (Going through the typed resource method costs ~2 ms more
         CPU per request for parameter transforms and pydantic models: a third of the client's cost.)"""
         return self._client.post("/chat/completions", body=raw, cast_to=httpx.Response)
+
+    def wire_body(self, raw: dict[str, Any]) -> bytes:
+        """The bytes `_post` sends for this body: the SDK's own request, built (never sent)."""
+        from openai._compat import model_copy
+        from openai._models import FinalRequestOptions
+
+        options = FinalRequestOptions.construct(method="post", url="/chat/completions", json_data=raw)
+        options = self._client._prepare_options(model_copy(options))
+        request = self._client._build_request(options)
+        return request.read() if hasattr(request, "read") else request.content
+
+    def error_attempt(self, status: int, body: Any) -> Attempt:
+        """The Attempt of an HTTP error answer (status >= 400, `body` its JSON or text) as `attempt()`
+        makes it when the SDK raises on that answer: the SDK builds the error from the answer, as online."""
+        content = body if isinstance(body, (bytes, str)) else json.dumps(body)
+        response = httpx.Response(status, content=content, headers={"content-type": "application/json"},
+                                  request=httpx.Request("POST", str(self._client.base_url)))
+        return self._status_error(self._client._make_status_error_from_response(response))
 
     def _status_error(self, e: openai.APIStatusError) -> Attempt:
         headers = rate_limit_headers(headers_of(e))

@@ -1,0 +1,24 @@
+"""Vendors' batch APIs: the same requests as online, answered within 24 hours for about half the price.
+
+* `protocol`: OpenAI's Batch API and Azure OpenAI's global batch through the deployment's own SDK
+  client: a JSONL line per request whose body is the online body byte for byte (`custom_id` = our
+  request key), and each output line read into the Attempt the online client makes of the same HTTP
+  answer; every key of a batch comes back `answered`, `retry` (expired, cancelled, transient error,
+  missing) or `failed` (refused as it would be online).
+* `ledger`: the `batches` and `batch_items` tables: a batch is a row before its file is uploaded, so a
+  killed process never submits the same keys twice.
+* `lifecycle`: submit, resume after a crash, poll, collect.
+
+No Dagster here; the completion engine and the sensor drive these.
+"""
+from __future__ import annotations
+
+from medhelm_core.batch import ledger
+from medhelm_core.batch.lifecycle import SubmitReport, collect, poll, resume, store_collected, submit
+from medhelm_core.batch.protocol import (ANSWERED, AZURE, ENDED_STATES, FAILED_ITEM, FLAVOURS, OPENAI, RETRY,
+                                         RUNNING_STATES, BatchAPI, BatchAPIError, BatchResults, BatchStatus, Flavour,
+                                         ItemOutcome, flavour_of, input_file)
+
+__all__ = ["ANSWERED", "AZURE", "BatchAPI", "BatchAPIError", "BatchResults", "BatchStatus", "ENDED_STATES",
+           "FAILED_ITEM", "FLAVOURS", "Flavour", "ItemOutcome", "OPENAI", "RETRY", "RUNNING_STATES", "SubmitReport",
+           "collect", "flavour_of", "input_file", "ledger", "poll", "resume", "store_collected", "submit"]
