@@ -351,7 +351,7 @@ def _print_top_table(base: Path) -> None:
     """Show the first leaderboard table (as HELM's page would, 3 decimals) on stdout."""
     import json
 
-    from medhelm_core.summarize_files import top_table_markdown
+    from medhelm_core.summarize.files import top_table_markdown
 
     schema_path = base / "schema.json"
     if schema_path.exists():

@@ -10,15 +10,16 @@ import dagster as dg
 from assets.errors import user_errors
 
 from assets.resources import MedhelmResource
+from medhelm_core.run.scores import stored_run_outputs, write_files as write_run_files
+from medhelm_core.run.workspace import RunRef
 from medhelm_core.selections import SummarizeSelection
-from medhelm_core.server.report import leaderboard_metadata
-from medhelm_core.editions import edition_of_suites
-from medhelm_core.summarize.kept import keep_current_target
-from medhelm_core.summarize.tables import suite_editions
-from medhelm_core.summarize.summarize import prepare_summarize
+from medhelm_core.server.data import current_snapshot
+from medhelm_core.summarize.files import runs_with_requests, write_run_display_files
+from medhelm_core.summarize.pipeline import keep, prepare, resolve_schema, run_models, write_files
+from medhelm_core.summarize.report import leaderboard_metadata
 from medhelm_core.summarize.sql_models import (SQL_DIR, ModelDoc, data_test_sql, load_model_docs, load_sql_models,
                                                sql_model_files)
-from medhelm_core.summarize_files import write_leaderboard_files
+from medhelm_core.summarize.tables import SummarizeTarget
 
 DATA_TESTS = "data_tests"  # each SQL model's check: its YAML's column tests
 RUN_LEVEL_INPUTS = {"runs", "run_stats"}  # written per run by the scores step
@@ -35,15 +36,12 @@ class SummarizeConfig(dg.Config, SummarizeSelection):
 @user_errors
 def summarize_target(config: SummarizeConfig, medhelm: MedhelmResource) -> dg.MaterializeResult:
     ws = medhelm.workspace()
-    schema_path = config.schema_path
-    if schema_path is None and not config.auto_generate_schema:  # the edition's packaged schema
-        with ws.store.connect() as conn:
-            editions = suite_editions(conn, config.suites or [config.suite])
-        schema_path = str(edition_of_suites(editions, config.edition).schema_path)
+    selected = SummarizeTarget.select(suite=config.suite, release=config.release, suites=config.suites)
     with ws.store.transaction() as conn:
-        target = prepare_summarize(conn, schema_path=schema_path, suite=config.suite, suites=config.suites,
-                                   release=config.release, auto_generate_schema=config.auto_generate_schema,
-                                   model_metadata_paths=ws.model_metadata_paths())
+        schema, registry = resolve_schema(conn, selected, schema_path=config.schema_path,
+                                          auto_generate=config.auto_generate_schema, edition=config.edition,
+                                          model_metadata_paths=ws.model_metadata_paths())
+        target = prepare(conn, selected, schema, registry)
         runs = conn.execute("SELECT count(*) FROM runs r JOIN summarize_target t USING (suite)").fetchone()[0]
     return dg.MaterializeResult(metadata={"target": target, "runs": runs})
 
@@ -81,7 +79,7 @@ def _sql_asset(path: Path, deps: list[str], sql: str, doc: ModelDoc, model_names
     def _asset(context: dg.AssetExecutionContext, medhelm: MedhelmResource) -> dg.MaterializeResult:
         checked = bool(tests) and DATA_TESTS in {key.name for key in context.selected_asset_check_keys}
         with medhelm.workspace().store.transaction() as conn:
-            conn.execute(sql)
+            run_models(conn, only=[name], models=_MODELS)
             n = conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
             cols = conn.execute("SELECT column_name, data_type FROM information_schema.columns "
                                 "WHERE table_name = ? ORDER BY ordinal_position", [name]).fetchall()
@@ -116,7 +114,7 @@ _SINKS = [n for n in _MODELS if not any(n in deps for deps, _ in _MODELS.values(
 @user_errors
 def leaderboards_by_target(medhelm: MedhelmResource) -> dg.MaterializeResult:
     with medhelm.workspace().store.transaction() as conn:
-        target, rows = keep_current_target(conn)
+        target, rows = keep(conn)
         targets = [r[0] for r in conn.execute("SELECT DISTINCT target FROM leaderboard.table_cells ORDER BY 1")
                    .fetchall()]
     return dg.MaterializeResult(metadata={"target": target, "rows_kept": rows, "targets": ", ".join(targets)})
@@ -128,11 +126,27 @@ def leaderboards_by_target(medhelm: MedhelmResource) -> dg.MaterializeResult:
 @user_errors
 def leaderboard_files(medhelm: MedhelmResource) -> dg.MaterializeResult:
     ws = medhelm.workspace()
-    info = write_leaderboard_files(ws)
+    with ws.store.connect() as conn:
+        base = write_files(conn, ws.output_path)
+        runs = runs_with_requests(conn)
+    info = write_run_display_files(ws.output_path, base, runs, _RunOutputs(ws))
     tables = info.pop("top_table_markdown", "")
     metadata = {**info, "leaderboard": dg.MetadataValue.md(tables)}
     metadata.update(_page_metadata(ws))
     return dg.MaterializeResult(metadata=metadata)
+
+
+class _RunOutputs:
+    """The run layer's outputs of a run (`medhelm_core.summarize.files.RunOutputs`), for its display files."""
+
+    def __init__(self, ws) -> None:
+        self.ws = ws
+
+    def outputs(self, suite: str, run_name: str) -> dict:
+        return stored_run_outputs(self.ws, RunRef(suite, run_name))
+
+    def write_run_files(self, suite: str, run_name: str, outputs: dict) -> None:
+        write_run_files(self.ws, RunRef(suite, run_name), outputs)
 
 
 def _page_metadata(ws) -> dict:
@@ -140,7 +154,7 @@ def _page_metadata(ws) -> dict:
     costs, judge statuses and the published comparison; a preview must never fail the asset."""
     try:
         with ws.store.connect() as conn:
-            md = leaderboard_metadata(conn, output_path=ws.output_path)
+            md = leaderboard_metadata(conn, current_snapshot(conn), output_path=ws.output_path)
     except Exception as e:  # noqa: BLE001
         return {"preview_error": str(e)}
     out: dict = {}

@@ -16,7 +16,7 @@ elif [ -n "${1:-}" ]; then
 fi
 export DAGSTER_HOME=${DAGSTER_HOME:-$(pwd)/.dagster_home}
 # The demo server on a free port; the example's prod_env (examples/prod_env) pointed at it is written
-# to $OUT/demo_prod_env. One already running for that folder (the README's Dagster commands) is used
+# to $OUT/demo_prod_env. One already running for that folder (the Dagster commands of docs/how-to/dagster.md) is used
 # and left running; one started here is stopped on exit.
 DEMO_ENV=$OUT/demo_prod_env
 if ! .venv/bin/medhelm-demo-server status "$DEMO_ENV" >/dev/null 2>&1; then

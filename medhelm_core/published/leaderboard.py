@@ -1,9 +1,10 @@
 """The published leaderboard cell by cell, its rebuild with our SQL models, and the comparison.
 
 Published cells come from `groups/<group>.json` exactly as stored.  The rebuild summarizes the
-target's runs (already in `runs`/`run_stats` under their local suite names) with the SQL models in
-`sql/`, the release's own `schema.json` and the model list inside it, in a scratch in-memory
-database attached to the store's connection, so the user's own leaderboard tables are untouched.
+target's runs (already in `runs`/`run_stats` under their local suite names) with the summarize
+pipeline's steps (`medhelm_core.summarize.pipeline`), the release's own `schema.json` and the model
+list inside it, in a scratch in-memory database attached to the store's connection, so the user's own
+leaderboard tables are untouched.
 Its tables are rendered by the same writer that produces our `groups/*.json`, then both sides are
 parsed by the same function and matched:
 
@@ -29,15 +30,9 @@ from medhelm_core.errors import MedhelmError
 from medhelm_core.ratelimit import SettingsRegistry
 from medhelm_core.store import Store, in_transaction, sql_str
 
-from medhelm_core.model_metadata import (DEFAULT_MODEL_METADATA_PATHS, ModelRegistry, load_model_registry,
-                                         model_metadata_to_tables)
-from medhelm_core.summarize.kept import keep_target_tables
-from medhelm_core.summarize.human_ratings import write_human_ratings
-from medhelm_core.summarize.refusals import write_refusal_patterns
-from medhelm_core.summarize.schema import DEFAULT_SCHEMA_PATH, fix_up_schema, load_schema, normalize_schema, schema_to_tables
-from medhelm_core.summarize.sql_models import load_sql_models, run_sql_models
-from medhelm_core.summarize.tables import ensure_input_tables, set_summarize_target
-from medhelm_core.summarize.write import build_group_tables, write_summarize_outputs
+from medhelm_core.summarize.pipeline import keep, prepare, resolve_schema, run_models, write_files
+from medhelm_core.summarize.tables import SummarizeTarget, ensure_input_tables
+from medhelm_core.summarize.write import build_group_tables
 
 from .freshness import rebuild_fingerprint
 from .rows import insert_json_rows
@@ -127,19 +122,6 @@ def store_published_cells(conn, target: str) -> int:
 
 
 # ----------------------------------------------------------------------------------------------
-def registry_from_schema(schema_json: dict):
-    """The model registry a release was summarized with, as far as its schema.json tells: the
-    `models` list (registry order, used models only)."""
-    reg = ModelRegistry()
-    for m in schema_json.get("models") or []:
-        reg.models[m["name"]] = {
-            "name": m["name"], "display_name": m.get("display_name"), "description": m.get("description"),
-            "creator_organization_name": m.get("creator_organization"), "access": m.get("access"),
-            "release_date": m.get("release_date"), "num_parameters": m.get("num_parameters"),
-        }
-    return reg
-
-
 @dataclass
 class RebuildResult:
     target: str
@@ -163,13 +145,11 @@ def _record_release_prices(conn: duckdb.DuckDBPyConnection, main_db: str) -> Non
 
 
 def _analytics_inputs(conn: duckdb.DuckDBPyConnection, main_db: str, suites: list[str]) -> None:
-    """The analytics models' inputs in the scratch database: the store's settings and prices, the
-    refusal patterns and human ratings, and the imported per-instance stats (unperturbed instances),
-    completions and annotation entries as views onto the store (read as needed, never copied)."""
+    """The analytics models' inputs in the scratch database: the store's settings and prices, and the
+    imported per-instance stats (unperturbed instances), completions and annotation entries as views
+    onto the store (read as needed, never copied); `prepare` adds the refusal patterns and human ratings."""
     conn.execute(f'INSERT INTO analytics_settings SELECT * FROM "{main_db}".main.analytics_settings')
     _record_release_prices(conn, main_db)
-    write_refusal_patterns(conn)
-    write_human_ratings(conn)
     in_suites = "(" + ", ".join(sql_str(x) for x in suites) + ")"
     src = f'"{main_db}".main'
     for view, sql in (
@@ -209,26 +189,17 @@ def rebuild_target(conn: duckdb.DuckDBPyConnection, target: str, output_dir: Opt
         conn.execute(f'INSERT INTO run_stats SELECT * FROM "{main_db}".main.run_stats WHERE suite IN {suites_sql}',
                      [list(local_suites)])
         _analytics_inputs(conn, main_db, list(local_suites))
-        if mode == "release":
-            summarize_target = set_summarize_target(conn, release=target, suites=list(local_suites))
-        else:
-            summarize_target = set_summarize_target(conn, suite=local_suites[0])
-        if doc is not None:
-            raw = json.loads(doc[0])
-            schema = normalize_schema(raw)
-            registry = registry_from_schema(raw)
-        else:   # a suite that was never summarized: our schema and model list
-            schema = load_schema(DEFAULT_SCHEMA_PATH)
-            registry = load_model_registry(DEFAULT_MODEL_METADATA_PATHS)
-        schema = fix_up_schema(schema, conn)
-        schema_to_tables(conn, schema, summarize_target)
-        model_metadata_to_tables(conn, registry)
-        run_sql_models(conn)
-        with in_transaction(conn):  # all of the target's kept tables, or none
-            keep_target_tables(conn, target, list(load_sql_models()), source_db=scratch, dest_db=main_db)
+        selected = (SummarizeTarget.select(release=target, suites=list(local_suites)) if mode == "release"
+                    else SummarizeTarget.select(suite=local_suites[0]))
+        # its own schema.json and model list; a suite that was never summarized: the edition's schema, our models
+        imported = json.loads(doc[0]) if doc is not None else None
+        schema, registry = resolve_schema(conn, selected, imported_schema=imported)
+        prepare(conn, selected, schema, registry)
+        run_models(conn)
+        keep(conn, as_target=target, into=main_db)   # all of the target's kept tables, or none
         tables = build_group_tables(conn)
         if output_dir:
-            write_summarize_outputs(conn, output_dir, date=date)
+            write_files(conn, output_dir, date=date)
         names = [r[0] for r in conn.execute("SELECT run_name FROM target_runs ORDER BY run_id").fetchall()]
         keys = {n: (d, m) for n, d, m in conn.execute(
             "SELECT run_name, model_deployment, model FROM target_runs").fetchall()}

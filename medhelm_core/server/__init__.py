@@ -8,6 +8,6 @@
     cli.py      `medhelm-server [--suite S | --release R] …` and `medhelm-server export --out DIR`
     static/     the page (plain HTML/CSS/JS, no external resources)
 """
-from .format import helm_number
+from medhelm_core.summarize.format import helm_number
 
 __all__ = ["helm_number"]

@@ -27,14 +27,13 @@ import duckdb
 import filelock
 
 from medhelm_core.errors import MedhelmError
-from medhelm_core.model_metadata import DEFAULT_MODEL_METADATA_PATHS, load_model_registry, model_metadata_to_tables
-from medhelm_core.published.leaderboard import registry_from_schema
 from medhelm_core.storage import Storage, attach_ducklake, lake_connection
 from medhelm_core.store import DB_FILENAME, sql_str, unreadable_database
 from medhelm_core.summarize.analytics import analytics_models
 from medhelm_core.summarize.kept import KEPT_SCHEMA
-from medhelm_core.summarize.schema import DEFAULT_SCHEMA_PATH, fix_up_schema, load_schema, normalize_schema, schema_to_tables
-from medhelm_core.summarize.sql_models import SQL_DIR, load_sql_models, run_sql_models
+from medhelm_core.summarize.pipeline import prepare, resolve_schema, run_models
+from medhelm_core.summarize.sql_models import SQL_DIR, load_sql_models
+from medhelm_core.summarize.tables import SummarizeTarget
 from medhelm_core.summarize.write import build_group_tables
 
 #: Tiers whose text (prompts, references, completions, judge explanations) may leave this machine.
@@ -348,16 +347,14 @@ class Reader:
                     where = " WHERE suite IN (SELECT unnest(?))"
                     params = [target.suites]
                 mem.execute(f'CREATE TABLE memory.main."{t}" AS SELECT * FROM src.main."{t}"{where}', params)
-            mem.execute("CREATE TABLE memory.main.summarize_target (target VARCHAR, mode VARCHAR, suite VARCHAR, "
-                        "suite_pos INTEGER)")
-            for i, s in enumerate(target.suites):
-                mem.execute("INSERT INTO memory.main.summarize_target VALUES (?, ?, ?, ?)",
-                            [target.name, target.mode, s, i])
-            if published:
-                _published_schema_tables(mem, target)
-            run_sql_models(mem, only=list(models))
+            mem.execute("USE memory")
+            selected = SummarizeTarget(target.name, target.mode, tuple(target.suites))
+            schema, registry = (resolve_schema(mem, selected, imported_schema=_imported_schema(mem, target))
+                                if published else (None, None))   # else the tables copied above
+            prepare(mem, selected, schema, registry, analytics=False)
+            run_models(mem, only=list(models), models=models)
             return build_snapshot(mem, target, catalog="src")
-        except duckdb.Error as e:
+        except (duckdb.Error, MedhelmError) as e:   # MedhelmError: e.g. suites run under two editions
             raise DataError(f"cannot rebuild the leaderboard of {target.name!r}: {e}") from None
         finally:
             mem.close()
@@ -367,22 +364,24 @@ class Reader:
             return build_run(conn, suite, run_name, snap)
 
 
-def _published_schema_tables(mem: duckdb.DuckDBPyConnection, target: Target) -> None:
-    """schema_* and model_* tables of an imported published target: its schema.json and the model
-    list inside it (as medhelm_core.published rebuilds it), else our MedHELM schema and models."""
+def _imported_schema(mem: duckdb.DuckDBPyConnection, target: Target) -> Optional[dict]:
+    """An imported published target's own schema.json (None: none was imported; then the pipeline's
+    `resolve_schema` gives the edition's schema and our model list, as the import's rebuild does)."""
+    if "published_documents" not in _tables(mem, "src"):
+        return None
     doc = mem.execute("SELECT content FROM src.main.published_documents WHERE target = ? AND name = 'schema.json'",
-                      [target.name]).fetchone() if "published_documents" in _tables(mem, "src") else None
-    if doc is not None:
-        raw = json.loads(doc[0])
-        schema = normalize_schema(raw)
-        registry = registry_from_schema(raw)
-    else:
-        schema = load_schema(DEFAULT_SCHEMA_PATH)
-        registry = load_model_registry(DEFAULT_MODEL_METADATA_PATHS)
-    mem.execute("USE memory")
-    schema = fix_up_schema(schema, mem)
-    schema_to_tables(mem, schema, target.name)
-    model_metadata_to_tables(mem, registry)
+                      [target.name]).fetchone()
+    return json.loads(doc[0]) if doc is not None else None
+
+
+def current_snapshot(conn: duckdb.DuckDBPyConnection) -> Optional[dict]:
+    """The page's snapshot of the summarize target whose SQL model tables `conn` holds (None: nothing
+    summarized): what `medhelm_core.summarize.report` previews in the Dagster UI."""
+    current = _rows(conn, "SELECT * FROM summarize_target ORDER BY suite_pos")
+    if not current:
+        return None
+    return build_snapshot(conn, Target(current[0]["mode"], current[0]["target"], [r["suite"] for r in current]),
+                          catalog=None)
 
 
 # --------------------------------------------------------------------------- snapshot

@@ -413,9 +413,11 @@ def topological_order(models: dict[str, tuple[list[str], str]]) -> list[str]:
 
 
 def run_sql_models(conn: duckdb.DuckDBPyConnection, sql_dir: str | Path = SQL_DIR,
-                   only: Iterable[str] | None = None) -> list[str]:
-    """Execute the SQL models in dependency order; return the table names built."""
-    models = load_sql_models(sql_dir)
+                   only: Iterable[str] | None = None,
+                   models: dict[str, tuple[list[str], str]] | None = None) -> list[str]:
+    """Execute the SQL models (those of `sql_dir`, or `models` as `load_sql_models` gives them) in
+    dependency order; return the table names built."""
+    models = models if models is not None else load_sql_models(sql_dir)
     order = topological_order(models)
     if only is not None:
         wanted = set(only)

@@ -15,14 +15,16 @@ Input contract (sql/ddl/summarize_inputs.sql; filled by the pipeline, by the pub
               variance, stddev)
         one row per Stat of the run's stats.json, `ordinal` = 0-based position in the file.
 
-`summarize_target(target, mode, suite, suite_pos)` selects what the SQL models summarize:
-mode 'suite' (one row, target = suite) or 'release' (target = release name, one row per
-suite in --suites order; a suite listed twice is read twice, as HELM does).
+`summarize_target(target, mode, suite, suite_pos)` selects what the SQL models summarize
+(`SummarizeTarget`, written by `medhelm_core.summarize.pipeline.prepare`): mode 'suite' (one row,
+target = suite; the page names an imported suite by its published name) or 'release' (target =
+release name, one row per suite in --suites order; a suite listed twice is read twice, as HELM does).
 """
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
 import duckdb
@@ -52,25 +54,36 @@ def ensure_input_tables(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute(ddl("summarize_inputs"))
 
 
-def set_summarize_target(
-    conn: duckdb.DuckDBPyConnection, *, suite: Optional[str] = None, release: Optional[str] = None,
-    suites: Optional[Iterable[str]] = None,
-) -> str:
-    """Fill `summarize_target` for `--suite S` or `--release R --suites S1 S2 ...`; return the target."""
-    ensure_input_tables(conn)
-    if suite and (release or suites):
-        raise ValueError("If --suite is specified, then --release and --suites must NOT be specified.")
-    if suite:
-        rows = [(suite, "suite", suite, 0)]
-        target = suite
-    else:
+@dataclass(frozen=True)
+class SummarizeTarget:
+    """What the SQL models summarize: `name` (the suite, or the release), `mode` ('suite' or
+    'release') and the suites read, in order (a suite listed twice is read twice, as HELM does)."""
+
+    name: str
+    mode: str
+    suites: tuple[str, ...]
+
+    @classmethod
+    def select(cls, *, suite: Optional[str] = None, release: Optional[str] = None,
+               suites: Optional[Iterable[str]] = None) -> "SummarizeTarget":
+        """helm-summarize's `--suite S` or `--release R --suites S1 S2 ...` (neither: suite 'default')."""
+        if suite and (release or suites):
+            raise ValueError("If --suite is specified, then --release and --suites must NOT be specified.")
+        if not suite and not release and not suites:
+            suite = "default"
+        if suite:
+            return cls(suite, "suite", (suite,))
         if not release or not suites:
             raise ValueError("If --release is specified, then --suites must also be specified and vice versa")
-        rows = [(release, "release", s, i) for i, s in enumerate(suites)]
-        target = release
+        return cls(release, "release", tuple(suites))
+
+
+def write_summarize_target(conn: duckdb.DuckDBPyConnection, target: SummarizeTarget) -> None:
+    """Fill `summarize_target` with the target's rows (one per suite, in order)."""
+    ensure_input_tables(conn)
     conn.execute("DELETE FROM summarize_target")
-    conn.executemany("INSERT INTO summarize_target VALUES (?, ?, ?, ?)", rows)
-    return target
+    conn.executemany("INSERT INTO summarize_target VALUES (?, ?, ?, ?)",
+                     [(target.name, target.mode, s, i) for i, s in enumerate(target.suites)])
 
 
 def stat_rows(suite: str, run_name: str, stats: list[dict[str, Any]]) -> list[tuple]:

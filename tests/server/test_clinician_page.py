@@ -21,7 +21,7 @@ import duckdb
 import pytest
 
 from medhelm_core.server.data import Reader
-from medhelm_core.server.format import page_number
+from medhelm_core.summarize.format import page_number
 from tests.browser import chromium
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -225,7 +225,7 @@ def test_page_number(value, text):
 def test_the_page_writes_numbers_as_the_python_side_and_the_terminal_table(example, suite_page, browser):
     """app.js's num3 and format.page_number agree, and the leaderboard's cells equal the terminal table's
     (medhelm-summarize prints the first table of the top group, 3 decimals)."""
-    from medhelm_core.summarize_files import top_table_markdown
+    from medhelm_core.summarize.files import top_table_markdown
 
     open_page(browser, suite_page.url, expect="/")
     values = [None, 0, 1, 0.6, 2.75, 230.5, 0.39285714285714285, 0.0005, -0.0005, -0.0004, 0.0625, 0.1875,

@@ -19,7 +19,7 @@ import pytest
 
 from medhelm_core.server.data import REDACTED, Reader
 from tests.browser import chromium
-from medhelm_core.server.format import helm_number, page_number
+from medhelm_core.summarize.format import helm_number, page_number
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = "medhelm-example"   # the release medhelm_schema_copy (conftest.py) summarizes

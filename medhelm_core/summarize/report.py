@@ -1,13 +1,14 @@
 """Markdown previews for the Dagster UI (materialization metadata of `leaderboard_files`): the
-leaderboard as HELM shows it, row counts, costs, judge statuses and the published comparison."""
+leaderboard as HELM shows it, row counts, costs, judge statuses and the published comparison, from
+the page's snapshot of the current target (`medhelm_core.server.data.current_snapshot`, passed in)."""
 from __future__ import annotations
 
 from typing import Any
 
 import duckdb
 
-from .data import Target, _rows, _tables, build_snapshot
 from .format import helm_number, page_number
+from .write import query
 
 PIPELINE_TABLES = ["run_entries", "datasets", "instances", "requests", "completions", "completion_errors",
                    "annotations", "judge_verdicts", "jury_scores", "instance_stats", "runs", "run_stats",
@@ -49,20 +50,28 @@ def table_markdown(table: dict, transposed: bool = True) -> str:
     return "\n".join(lines)
 
 
-def leaderboard_metadata(conn: duckdb.DuckDBPyConnection, output_path: Any = None) -> dict[str, Any]:
-    """{name: markdown or number} for the current summarize target of `conn`."""
-    current = _rows(conn, "SELECT * FROM summarize_target ORDER BY suite_pos")
-    if not current:
+def _tables(conn: duckdb.DuckDBPyConnection) -> set[str]:
+    """Tables and views of the current database's main schema."""
+    return {r[0] for r in conn.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' AND database_name = current_database()"
+        " UNION SELECT view_name FROM duckdb_views() WHERE schema_name = 'main'"
+        " AND database_name = current_database()").fetchall()}
+
+
+def leaderboard_metadata(conn: duckdb.DuckDBPyConnection, snap: dict | None,
+                         output_path: Any = None) -> dict[str, Any]:
+    """{name: markdown or number} for the current summarize target of `conn`, whose page snapshot is
+    `snap` (None: nothing summarized)."""
+    if not snap:
         return {}
-    target = Target(current[0]["mode"], current[0]["target"], [r["suite"] for r in current])
-    snap = build_snapshot(conn, target, catalog=None)
+    mode, name, suites = snap["mode"], snap["target"], list(snap["suites"])
     out: dict[str, Any] = {}
     top = snap["top"]
     if top and snap["tables"].get(top):
         parts = []
         for t in snap["tables"][top]:
             parts.append(f"**{t['title']}**\n\n" + table_markdown(t))
-        out["leaderboard_md"] = f"### {top} ({target.mode} {target.name})\n\n" + "\n\n".join(parts)
+        out["leaderboard_md"] = f"### {top} ({mode} {name})\n\n" + "\n\n".join(parts)
     groups = [g for g in snap["groups"] if g["has_tables"]]
     out["groups_md"] = "\n".join(
         ["| group | kind | tables |", "|---|---|---:|"]
@@ -88,8 +97,8 @@ def leaderboard_metadata(conn: duckdb.DuckDBPyConnection, output_path: Any = Non
     if costs["unit"] == "USD":
         out["cost_usd_total"] = float(total)
     if "judge_verdicts" in present:
-        st = _rows(conn, "SELECT status, count(*) AS n FROM judge_verdicts WHERE suite IN (SELECT unnest(?)) "
-                         "GROUP BY status ORDER BY status", [target.suites])
+        st = query(conn, "SELECT status, count(*) AS n FROM judge_verdicts WHERE suite IN (SELECT unnest(?)) "
+                         "GROUP BY status ORDER BY status", [suites])
         if st:
             out["judge_status_md"] = "\n".join(["| judge status | verdicts |", "|---|---:|"]
                                                + [f"| {r['status']} | {r['n']} |" for r in st])
@@ -104,5 +113,5 @@ def leaderboard_metadata(conn: duckdb.DuckDBPyConnection, output_path: Any = Non
     out["runs"] = len(snap["runs"])
     out["private_tier_runs"] = sum(n for t, n in snap["tiers"].items() if t != "public")
     if output_path is not None:
-        out["view"] = f"medhelm-server --{target.mode} {target.name} --output-path {output_path}  (http://127.0.0.1:8000)"
+        out["view"] = f"medhelm-server --{mode} {name} --output-path {output_path}  (http://127.0.0.1:8000)"
     return out
