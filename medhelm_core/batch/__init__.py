@@ -5,6 +5,10 @@
   request key), and each output line read into the Attempt the online client makes of the same HTTP
   answer; every key of a batch comes back `answered`, `retry` (expired, cancelled, transient error,
   missing) or `failed` (refused as it would be online).
+* `anthropic`: Anthropic's Message Batches (no files: the requests go in the create call) through the
+  deployment's `AnthropicMessagesClient`: each request's `params` are the online body byte for byte,
+  each result read into the online client's Attempt; a create whose answer was lost is found again
+  by size, time and custom_ids (see its docstring). `batch_api` picks the class for a flavour.
 * `ledger`: the `batches` and `batch_items` tables: a batch is a row before its file is uploaded, so a
   killed process never submits the same keys twice.
 * `lifecycle`: submit, resume after a crash, poll, collect.
@@ -15,10 +19,11 @@ from __future__ import annotations
 
 from medhelm_core.batch import ledger
 from medhelm_core.batch.lifecycle import SubmitReport, collect, poll, resume, store_collected, submit
-from medhelm_core.batch.protocol import (ANSWERED, AZURE, ENDED_STATES, FAILED_ITEM, FLAVOURS, OPENAI, RETRY,
-                                         RUNNING_STATES, BatchAPI, BatchAPIError, BatchResults, BatchStatus, Flavour,
-                                         ItemOutcome, flavour_of, input_file)
+from medhelm_core.batch.protocol import (ANSWERED, ANTHROPIC, AZURE, ENDED_STATES, FAILED_ITEM, FLAVOURS, OPENAI,
+                                         RETRY, RUNNING_STATES, BatchAPI, BatchAPIError, BatchResults, BatchStatus,
+                                         Flavour, ItemOutcome, batch_api, flavour_of, input_file)
 
-__all__ = ["ANSWERED", "AZURE", "BatchAPI", "BatchAPIError", "BatchResults", "BatchStatus", "ENDED_STATES",
-           "FAILED_ITEM", "FLAVOURS", "Flavour", "ItemOutcome", "OPENAI", "RETRY", "RUNNING_STATES", "SubmitReport",
-           "collect", "flavour_of", "input_file", "ledger", "poll", "resume", "store_collected", "submit"]
+__all__ = ["ANSWERED", "ANTHROPIC", "AZURE", "BatchAPI", "BatchAPIError", "BatchResults", "BatchStatus",
+           "ENDED_STATES", "FAILED_ITEM", "FLAVOURS", "Flavour", "ItemOutcome", "OPENAI", "RETRY", "RUNNING_STATES",
+           "SubmitReport", "batch_api", "collect", "flavour_of", "input_file", "ledger", "poll", "resume",
+           "store_collected", "submit"]

@@ -10,6 +10,13 @@ The order of writes is what makes a kill -9 safe (nothing paid twice, nothing lo
 
 A batch left at 1 was never created (a batch is created only from a recorded file id); one left at 2
 may have been: `lifecycle.resume` looks for it at the vendor by its input file id before creating it.
+
+A vendor without files (Anthropic's Message Batches: the requests go in the create call) has no step 2:
+`reserve` makes the row 'creating' (the create may be sent from then on), and `record_submitted` follows.
+A batch left 'creating' may have been created; the vendor keeps no key or metadata of ours on a batch,
+so `lifecycle.resume` matches it by its size, time and custom_ids (`batch.anthropic.AnthropicBatchAPI.
+find_created`), creates it again only when no batch at the vendor can be it, and, where several could,
+creates nothing and says so in the row's `error` (`record_unresolved`) until their results tell.
 `record_collected` (in the transaction that stores the answers) settles the items, so a key is asked
 again only when its item ended 'retry' or 'failed'.
 
@@ -28,6 +35,7 @@ from medhelm_core import owners
 from medhelm_core.store import insert_values, upsert
 
 UPLOADING, UPLOADED, COLLECTED, ABANDONED = "uploading", "uploaded", "collected", "abandoned"
+CREATING = "creating"  # no file to upload (Anthropic): reserved, and the create may have been sent
 # A batch whose items are still held (no other batch and no online call may take them).
 SETTLED_STATES = (COLLECTED, ABANDONED)
 QUEUED = "queued"
@@ -97,10 +105,13 @@ def unbatched(conn, keys: Iterable[str]) -> list[str]:
 
 
 def reserve(store, deployment: str, vendor: str, endpoint: str, requests: dict[str, dict],
-            owner: str | None = None) -> tuple[str, list[str]] | None:
+            owner: str | None = None, state: str = UPLOADING) -> tuple[str, list[str]] | None:
     """Take the requests (key -> HELM request) no live batch holds and nobody answered into a new
-    batch ('uploading'): its id and keys (in the given order), or None when none is left. The
-    requests are kept with the items, so that any later process can collect the batch."""
+    batch ('uploading'; 'creating' for a vendor without files, which has no input file name): its id
+    and keys (in the given order), or None when none is left. The requests are kept with the items,
+    so that any later process can collect the batch."""
+    if state not in (UPLOADING, CREATING):
+        raise ValueError(f"a batch is reserved 'uploading' or 'creating', not {state!r}")
     batch_id = "mb-" + uuid.uuid4().hex
     with store.transaction() as conn:
         free = unbatched(conn, requests)
@@ -108,7 +119,8 @@ def reserve(store, deployment: str, vendor: str, endpoint: str, requests: dict[s
             return None
         insert_values(conn, "batches", ["batch_id", "vendor", "model_deployment", "endpoint", "state", "num_requests",
                                         "input_file_name", "owner", "created_at"],
-                      [(batch_id, vendor, deployment, endpoint, UPLOADING, len(free), input_file_name(batch_id),
+                      [(batch_id, vendor, deployment, endpoint, state, len(free),
+                        input_file_name(batch_id) if state == UPLOADING else None,
                         owner or owners.new_owner_id(), _now())])
         insert_values(conn, "batch_items", ITEM_COLUMNS,
                       [(batch_id, k, QUEUED, None, json.dumps(requests[k], ensure_ascii=False)) for k in free])
@@ -145,6 +157,21 @@ def record_status(store, batch_id: str, status) -> None:
                      [COLLECTED, ABANDONED, status.state, status.output_file_id, status.error_file_id,
                       json.dumps(status.request_counts or {}), _now(), ended,
                       "; ".join(status.errors) or None, batch_id])
+
+
+def record_unresolved(store, batch_id: str, error: str) -> None:
+    """Why a batch whose create answer was lost is neither found nor created again (it stays held)."""
+    with store.transaction() as conn:
+        conn.execute("UPDATE batches SET error = ?, last_polled_at = ? WHERE batch_id = ? AND vendor_batch_id IS NULL",
+                     [error, _now(), batch_id])
+
+
+def claimed_vendor_ids(store, vendor: str) -> set[str]:
+    """The vendor batch ids the ledger's rows of `vendor` already hold (a lost create is none of them)."""
+    with store.connect(read_only=False) as conn:
+        rows = conn.execute("SELECT vendor_batch_id FROM batches WHERE vendor = ? AND vendor_batch_id IS NOT NULL",
+                            [vendor]).fetchall()
+    return {v for (v,) in rows}
 
 
 def abandon(store, batch_id: str, error: str) -> None:
@@ -213,6 +240,7 @@ def items(store, batch_id: str) -> dict[str, tuple[str, str | None]]:
     return {k: (s, e) for k, s, e in rows}
 
 
-__all__ = ["ABANDONED", "BatchRow", "COLLECTED", "QUEUED", "UPLOADED", "UPLOADING", "abandon", "get",
-           "input_file_name", "item_keys", "items", "outstanding", "record_collected", "record_status",
-           "record_submitted", "record_upload", "requests_of", "reserve", "unbatched"]
+__all__ = ["ABANDONED", "BatchRow", "COLLECTED", "CREATING", "QUEUED", "UPLOADED", "UPLOADING", "abandon",
+           "claimed_vendor_ids", "get", "input_file_name", "item_keys", "items", "outstanding", "record_collected",
+           "record_status", "record_submitted", "record_unresolved", "record_upload", "requests_of", "reserve",
+           "unbatched"]

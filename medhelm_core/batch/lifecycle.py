@@ -2,7 +2,7 @@
 the durable record `ledger`'s; nothing here stores answers (the caller does, with `store_collected`,
 in the transaction that settles the batch's items).
 
-    api = BatchAPI(client, flavour_of(deployment))
+    api = batch_api(client, flavour_of(deployment))   # BatchAPI, or AnthropicBatchAPI (no files)
     report = submit(store, api, deployment.name, {key: request, ...})    # rows first, then upload, create
     ...                                                                  # later, any process:
     resume(store, api, deployment.name)          # batches a killed process uploaded but did not see created
@@ -43,7 +43,8 @@ def submit(store, api: BatchAPI, deployment: str, requests: dict[str, dict], own
            metadata: dict[str, str] | None = None) -> SubmitReport:
     """Submit the requests (key -> HELM request) not answered and not held by a live batch, in as many
     batches as the vendor's limits need. Each batch is a ledger row before its upload, has its file id
-    recorded before it is created, and its vendor id once created."""
+    recorded before it is created, and its vendor id once created. A vendor without files (Anthropic):
+    the row ('creating') is there before the create call that carries the requests."""
     report = SubmitReport()
     lines, report.invalid = api.lines(requests)
     owner = owner or owners.new_owner_id()
@@ -52,11 +53,15 @@ def submit(store, api: BatchAPI, deployment: str, requests: dict[str, dict], own
         held = set(lines)
         for chunk in api.chunks(lines):
             reserved = ledger.reserve(store, deployment, api.flavour.name, api.endpoint,
-                                      {k: requests[k] for k in chunk}, owner)
+                                      {k: requests[k] for k in chunk}, owner,
+                                      ledger.UPLOADING if api.flavour.uploads else ledger.CREATING)
             if reserved is None:
                 continue
             batch_id, keys = reserved
             held -= set(keys)
+            if not api.flavour.uploads:
+                _create_with_requests(store, api, batch_id, {k: lines[k] for k in keys}, report)
+                continue
             try:
                 input_file_id = api.upload(input_file({k: lines[k] for k in keys}, keys),
                                            ledger.input_file_name(batch_id))
@@ -88,18 +93,59 @@ def _create(store, api: BatchAPI, batch_id: str, input_file_id: str, deployment:
     report.submitted.append(ledger.get(store, batch_id))
 
 
+def _create_with_requests(store, api, batch_id: str, lines: dict[str, bytes], report: SubmitReport) -> None:
+    """Create a batch whose requests go in the create call (Anthropic), its row already 'creating'."""
+    try:
+        status = api.create_batch(lines)
+    except BatchAPIError as e:
+        if e.transient:  # it may have been created: `resume` looks for it before creating it again
+            report.unacknowledged.append(batch_id)
+        else:            # refused: nothing was created
+            ledger.abandon(store, batch_id, f"batch refused: {e}")
+            report.abandoned[batch_id] = str(e)
+        return
+    ledger.record_submitted(store, batch_id, status)
+    report.submitted.append(ledger.get(store, batch_id))
+
+
+def _resume_create(store, api, row: ledger.BatchRow, since: float | None) -> None:
+    """A 'creating' batch (no files) whose create answer never came: found at the vendor (by size, time
+    and custom_ids: `AnthropicBatchAPI.find_created`), else created, unless several batches could be
+    it: then nothing is created and the row says why (it is looked for again at the next resume)."""
+    requests = ledger.requests_of(store, row.batch_id)
+    rivals = [ledger.requests_of(store, r.batch_id) for r in ledger.outstanding(store)
+              if r.vendor == row.vendor and not r.acknowledged and r.batch_id != row.batch_id]
+    found, candidates = api.find_created(requests, since, ledger.claimed_vendor_ids(store, api.flavour.name),
+                                         rivals)
+    if found is not None:
+        ledger.record_submitted(store, row.batch_id, found)
+    elif candidates:
+        ledger.record_unresolved(store, row.batch_id, (
+            f"create answer lost; batches at the vendor that could be this one: {', '.join(candidates)}; "
+            f"nothing is created again until their results show which holds its requests (resume again "
+            f"once they end)"))
+    else:  # nothing at the vendor can be it: it was never created
+        lines, _ = api.lines(requests)
+        _create_with_requests(store, api, row.batch_id, lines, SubmitReport())
+
+
 def resume(store, api: BatchAPI, deployment: str, lease_s: float = 120.0,
            include_alive: bool = False) -> list[ledger.BatchRow]:
     """Finish what dead submitters left (their owner's process is gone): a batch whose file was
     recorded is looked for at the vendor by its input file id, and created only if it is not there
     (the file is never uploaded twice); one whose upload was never recorded is looked for by file name,
-    else abandoned (never created: its keys are free again). `include_alive`: also this process's own
+    else abandoned (never created: its keys are free again). A vendor without files (Anthropic): a
+    'creating' batch is looked for by `_resume_create`. `include_alive`: also this process's own
     (after a transient create failure). Returns the rows as they now are."""
     done = []
     for row in ledger.outstanding(store, deployment):
         if row.acknowledged or (not include_alive and row.owner and owners.owner_alive(row.owner, None, lease_s)):
             continue
         since = row.created_at.timestamp() if row.created_at else None
+        if not api.flavour.uploads:
+            _resume_create(store, api, row, since)
+            done.append(ledger.get(store, row.batch_id))
+            continue
         file_id = row.input_file_id
         if file_id is None:
             file_id = api.find_file(row.input_file_name or ledger.input_file_name(row.batch_id), since)
@@ -128,7 +174,7 @@ def poll(store, api: BatchAPI, row: ledger.BatchRow) -> BatchStatus:
 
 
 def collect(store, api: BatchAPI, batch_id: str, status: BatchStatus | None = None) -> BatchResults:
-    """The outcome of every request of an ended batch (output and error files read; nothing stored).
+    """The outcome of every request of an ended batch (its results read; nothing stored).
     A batch still running raises."""
     row = ledger.get(store, batch_id)
     if row is None or not row.acknowledged:
@@ -137,9 +183,7 @@ def collect(store, api: BatchAPI, batch_id: str, status: BatchStatus | None = No
         status = poll(store, api, row)
     if not status.ended:
         raise MedhelmError(f"batch {batch_id} ({status.vendor_batch_id}) is still {status.state}")
-    output = api.content(status.output_file_id) if status.output_file_id else b""
-    errors = api.content(status.error_file_id) if status.error_file_id else b""
-    return api.results(status, ledger.requests_of(store, batch_id), output, errors)
+    return api.collect_results(status, ledger.requests_of(store, batch_id))
 
 
 def store_collected(store, batch_id: str, results: BatchResults,

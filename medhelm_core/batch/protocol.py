@@ -22,6 +22,9 @@ take longer (its status list still has `expired`, handled alike).
 A line's body is the very body the online client sends (`raw_request`, serialized by the SDK's own
 request builder: `OpenAICompatibleClient.wire_body`), and an output line becomes the Attempt the
 online client makes of the same HTTP answer (`answer_attempt`, `error_attempt`).
+
+Anthropic's Message Batches (`ANTHROPIC`, no files) are `medhelm_core.batch.anthropic`; `batch_api`
+gives the right class for a flavour.
 """
 from __future__ import annotations
 
@@ -38,12 +41,16 @@ from medhelm_core.ratelimit import FATAL, FATAL_ENDPOINT, SERVER_ERROR, TIMEOUT,
 
 OPENAI_CLIENT = "helm.clients.openai_client.OpenAIClient"
 AZURE_OPENAI_CLIENT = "helm.clients.azure_openai_client.AzureOpenAIClient"
+ANTHROPIC_CLIENT = "helm.clients.anthropic_client.AnthropicMessagesClient"  # not the Stanford gateway's Claude
 
 # The vendor's batch states, and ours around them (`ledger`).
 VALIDATING, IN_PROGRESS, FINALIZING = "validating", "in_progress", "finalizing"
 COMPLETED, FAILED, EXPIRED, CANCELLING, CANCELLED = "completed", "failed", "expired", "cancelling", "cancelled"
-RUNNING_STATES = frozenset({VALIDATING, IN_PROGRESS, FINALIZING, CANCELLING})
-ENDED_STATES = frozenset({COMPLETED, FAILED, EXPIRED, CANCELLED})
+# Anthropic's Message Batches (`processing_status`): in_progress, canceling, then ended (whatever came of
+# the requests: each result says; `batch.anthropic`).
+ANTHROPIC_CANCELING, ANTHROPIC_ENDED = "canceling", "ended"
+RUNNING_STATES = frozenset({VALIDATING, IN_PROGRESS, FINALIZING, CANCELLING, ANTHROPIC_CANCELING})
+ENDED_STATES = frozenset({COMPLETED, FAILED, EXPIRED, CANCELLED, ANTHROPIC_ENDED})
 
 # What a batch item came to (`ItemOutcome.state`).
 ANSWERED = "answered"   # a result to store (ok, or HELM's non-fatal content-filter result)
@@ -61,18 +68,34 @@ class Flavour:
     max_bytes: int         # per input file
     sends_metadata: bool   # `metadata` on POST /batches (recovery matches input_file_id either way)
     discount: float        # the vendor's usual cut off the online price (settings' batch_discount wins)
+    # True: a file is uploaded, then a batch created from it (OpenAI, Azure). False: the requests go in
+    # the create call itself (Anthropic): no upload, and the ledger row waits in 'creating'.
+    uploads: bool = True
 
 
 OPENAI = Flavour("openai", "/v1/chat/completions", 50_000, 200 * 1024 * 1024, True, 0.5)
 AZURE = Flavour("azure", "/chat/completions", 100_000, 200 * 1024 * 1024, False, 0.5)
-FLAVOURS = {OPENAI.name: OPENAI, AZURE.name: AZURE}
+# Anthropic's Message Batches: 100,000 requests or 256 MB a batch, half the online price
+# (https://docs.anthropic.com/en/docs/build-with-claude/batch-processing); no metadata on a batch.
+ANTHROPIC = Flavour("anthropic", "/v1/messages", 100_000, 256 * 1024 * 1024, False, 0.5, uploads=False)
+FLAVOURS = {OPENAI.name: OPENAI, AZURE.name: AZURE, ANTHROPIC.name: ANTHROPIC}
 # HELM client classes whose deployments have a batch API (the gateways' and vLLM's have none).
-FLAVOUR_OF_CLIENT_CLASS = {OPENAI_CLIENT: OPENAI, AZURE_OPENAI_CLIENT: AZURE}
+FLAVOUR_OF_CLIENT_CLASS = {OPENAI_CLIENT: OPENAI, AZURE_OPENAI_CLIENT: AZURE, ANTHROPIC_CLIENT: ANTHROPIC}
 
 
 def flavour_of(deployment) -> Flavour | None:
     """The batch dialect of a deployment (a HELM ModelDeployment), or None: it runs online."""
     return FLAVOUR_OF_CLIENT_CLASS.get(deployment.client_spec.class_name)
+
+
+def batch_api(client, flavour: Flavour, max_requests: int | None = None):
+    """The batch endpoints of a deployment through its online client: a `BatchAPI` (OpenAI, Azure) or
+    an `anthropic.AnthropicBatchAPI` (Anthropic; its SDK is the [anthropic] extra, imported here only)."""
+    if flavour.name == ANTHROPIC.name:
+        from medhelm_core.batch.anthropic import AnthropicBatchAPI
+
+        return AnthropicBatchAPI(client, flavour, max_requests)
+    return BatchAPI(client, flavour, max_requests)
 
 
 class BatchAPIError(MedhelmError):
@@ -265,6 +288,12 @@ class BatchAPI:
                                                    f"{e.__cause__ or e}"), transient=True) from None
 
     # -- the answers ----------------------------------------------------------------------------
+    def collect_results(self, status: BatchStatus, requests: dict[str, dict]) -> BatchResults:
+        """Every key of `requests` (an ended batch's) with its outcome: the output and error files read."""
+        output = self.content(status.output_file_id) if status.output_file_id else b""
+        errors = self.content(status.error_file_id) if status.error_file_id else b""
+        return self.results(status, requests, output, errors)
+
     def results(self, status: BatchStatus, requests: dict[str, dict], output: bytes = b"",
                 errors: bytes = b"") -> BatchResults:
         """Every key of `requests` (the batch's) with its outcome, from the output and error files."""
@@ -332,6 +361,6 @@ def _jsonl(*files: bytes) -> Iterator[dict]:
                     yield obj
 
 
-__all__ = ["ANSWERED", "AZURE", "BatchAPI", "BatchAPIError", "BatchResults", "BatchStatus", "ENDED_STATES",
-           "FAILED_ITEM", "FLAVOURS", "Flavour", "ItemOutcome", "OPENAI", "RETRY", "RUNNING_STATES", "flavour_of",
-           "input_file"]
+__all__ = ["ANSWERED", "ANTHROPIC", "AZURE", "BatchAPI", "BatchAPIError", "BatchResults", "BatchStatus",
+           "ENDED_STATES", "FAILED_ITEM", "FLAVOURS", "Flavour", "ItemOutcome", "OPENAI", "RETRY", "RUNNING_STATES",
+           "batch_api", "flavour_of", "input_file"]

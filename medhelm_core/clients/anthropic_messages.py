@@ -42,6 +42,7 @@ are translated into the limiter's `x-ratelimit-{remaining,reset}-{requests,token
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import re
 import threading
 import time
@@ -116,6 +117,18 @@ class _Malformed(Exception):
     pass
 
 
+class _Built(Exception):
+    """Raised by the transport of `wire_body`'s SDK client: the request it was handed, never sent."""
+
+    def __init__(self, body: bytes):
+        super().__init__("built, not sent")
+        self.body = body
+
+
+def _stop_before_sending(request: httpx.Request) -> httpx.Response:
+    raise _Built(request.read())
+
+
 class AnthropicMessagesClient(BlockingClient):
     """One deployment's client (thread-safe: one SDK client; the last response's headers are kept per
     thread). The key is held only inside the SDK client and never shown."""
@@ -135,6 +148,8 @@ class AnthropicMessagesClient(BlockingClient):
         self._client = sdk.Anthropic(api_key=api_key, base_url=base_url, max_retries=0,
                                      timeout=httpx.Timeout(timeout_s, connect=5.0), http_client=http_client)
         self._secret = api_key or ""
+        self._builder = None  # `wire_body`'s copy of the SDK client, made on first use
+        self._builder_lock = threading.Lock()
         self.anthropic_model_name = anthropic_model_name
         self.thinking_budget_tokens = thinking_budget_tokens
         self.stream = bool(stream)
@@ -186,6 +201,29 @@ class AnthropicMessagesClient(BlockingClient):
             del raw["top_p"]
         return raw
 
+    def wire_body(self, raw: dict[str, Any]) -> bytes:
+        """The bytes `_send` posts for `raw`: the same SDK call (`messages.create`, or `messages.stream`
+        for a streaming deployment), made by a copy of the SDK client whose transport stops it in this
+        process, so the SDK's own transform and serializer build it and nothing is sent. ValueError where
+        the SDK refuses before sending, as it does online (e.g. a long non-streamed request). The
+        vendors' batch API (`medhelm_core.batch.anthropic`) sends these bytes as a request's `params`."""
+        with self._builder_lock:
+            if self._builder is None:
+                self._builder = self._client.with_options(
+                    http_client=httpx.Client(transport=httpx.MockTransport(_stop_before_sending)))
+            builder = self._builder
+        try:
+            if self.stream:
+                with builder.messages.stream(**raw) as stream:
+                    stream.get_final_message()
+            else:
+                builder.messages.create(**raw)
+        except self._sdk.APIConnectionError as e:
+            if isinstance(e.__cause__, _Built):
+                return e.__cause__.body
+            raise
+        raise MedhelmError("the Anthropic SDK answered without sending a request")  # pragma: no cover
+
     def _keep_headers(self, response: httpx.Response) -> None:
         self._last.headers = response.headers
 
@@ -232,32 +270,71 @@ class AnthropicMessagesClient(BlockingClient):
                 return Attempt(SERVER_ERROR, message=self.redact(f"Anthropic error: {e}"))
             elapsed = time.time() - start
             headers = translate_rate_limit_headers(response_headers)
-            reported = message.get("usage") or {}
-            usage["prompt_tokens"] += reported.get("input_tokens") or 0
-            usage["completion_tokens"] += reported.get("output_tokens") or 0
-            content = message.get("content") or []
-            if not content or "text" not in content[-1]:
-                return Attempt(CONTENT_FILTER, result=_non_fatal(EMPTY_CONTENT), message=EMPTY_CONTENT, status=200,
-                               headers=headers, usage=usage)
-            texts = [b["text"] for b in content if b.get("type") == "text"]
-            thinking = [b["thinking"] for b in content if b.get("type") == "thinking"]
-            if not texts:  # HELM raises a plain exception (retried, then the run fails)
-                return Attempt(SERVER_ERROR, message="Anthropic response did not contain text blocks", status=200,
-                               headers=headers, usage=usage)
-            completion: dict[str, Any] = {"text": "".join(texts), "logprob": 0.0, "tokens": []}
-            if thinking:
-                completion["thinking"] = {"text": "".join(thinking)}
-            completions.append(completion)
-            # The last blocks, where they are not the whole: what medhelm 0.8.0's client keeps
-            # (clients.edition_views), stored beside the answer.
-            kept.append({**({"text": texts[-1]} if len(texts) > 1 else {}),
-                         **({"thinking": thinking[-1]} if len(thinking) > 1 else {})} or None)
+            failed = self._read_message(message, headers, usage, completions, kept)
+            if failed is not None:
+                return failed
+        return self._answered(completions, kept, usage, headers, start, elapsed)
+
+    def _read_message(self, message: dict, headers: dict[str, str], usage: dict[str, int], completions: list,
+                      kept: list) -> Attempt | None:
+        """One reply (a Message's `model_dump()`): its usage added to `usage` and its completion to
+        `completions` (the last blocks to `kept`); or the Attempt the request ends with (HELM's
+        failures of a reply)."""
+        reported = message.get("usage") or {}
+        usage["prompt_tokens"] += reported.get("input_tokens") or 0
+        usage["completion_tokens"] += reported.get("output_tokens") or 0
+        content = message.get("content") or []
+        if not content or "text" not in content[-1]:
+            return Attempt(CONTENT_FILTER, result=_non_fatal(EMPTY_CONTENT), message=EMPTY_CONTENT, status=200,
+                           headers=headers, usage=usage)
+        texts = [b["text"] for b in content if b.get("type") == "text"]
+        thinking = [b["thinking"] for b in content if b.get("type") == "thinking"]
+        if not texts:  # HELM raises a plain exception (retried, then the run fails)
+            return Attempt(SERVER_ERROR, message="Anthropic response did not contain text blocks", status=200,
+                           headers=headers, usage=usage)
+        completion: dict[str, Any] = {"text": "".join(texts), "logprob": 0.0, "tokens": []}
+        if thinking:
+            completion["thinking"] = {"text": "".join(thinking)}
+        completions.append(completion)
+        # The last blocks, where they are not the whole: what medhelm 0.8.0's client keeps
+        # (clients.edition_views), stored beside the answer.
+        kept.append({**({"text": texts[-1]} if len(texts) > 1 else {}),
+                     **({"thinking": thinking[-1]} if len(thinking) > 1 else {})} or None)
+        return None
+
+    @staticmethod
+    def _answered(completions: list, kept: list, usage: dict[str, int], headers: dict[str, str], start: float,
+                  elapsed: float) -> Attempt:
         result = {"success": True, "embedding": [], "completions": completions, "cached": False,
                   "request_time": elapsed, "request_datetime": int(start)}
         return Attempt(OK, result=result, status=200, headers=headers, usage=usage,
                        untruncated=kept if any(kept) else None)
 
-    def _status_error(self, e: Any, start: float) -> Attempt:
+    def answer_attempt(self, request: dict, messages: list[dict], start: float, elapsed: float) -> Attempt:
+        """The Attempt `attempt()` makes of these replies (each a Message's `model_dump()`, one per
+        completion, in order) to `request`, asked at `start` (epoch seconds) and answered `elapsed`
+        seconds later, with no response headers: how a batch's succeeded results are read."""
+        completions: list = []
+        kept: list = []
+        usage = {"prompt_tokens": 0, "completion_tokens": 0}
+        for message in messages:
+            failed = self._read_message(message, {}, usage, completions, kept)
+            if failed is not None:
+                return failed
+        return self._answered(completions, kept, usage, {}, start, elapsed)
+
+    def error_attempt(self, status: int, body: Any, start: float, elapsed: float) -> Attempt:
+        """The Attempt `attempt()` makes when the API answers HTTP `status` with `body` (its JSON or
+        text): the SDK builds its error from that answer, as online. A content-filter refusal keeps the
+        request's times (`start`, `elapsed`)."""
+        content = body if isinstance(body, (bytes, str)) else json.dumps(body)
+        url = str(self._client.base_url).rstrip("/") + "/v1/messages"
+        response = httpx.Response(status, content=content, headers={"content-type": "application/json"},
+                                  request=httpx.Request("POST", url))
+        return self._status_error(self._client._make_status_error_from_response(response), start,
+                                  now=start + elapsed)
+
+    def _status_error(self, e: Any, start: float, now: float | None = None) -> Attempt:
         headers = translate_rate_limit_headers(headers_of(e))
         retry_after = retry_after_seconds(headers)
         status = e.status_code
@@ -278,7 +355,7 @@ class AnthropicMessagesClient(BlockingClient):
             error = body.get("error") if isinstance(body.get("error"), dict) else {}
             if error.get("message") == CONTENT_FILTERED:
                 # HELM keeps this reply (cached) as a failed result with the request's times.
-                result = _non_fatal(CONTENT_FILTERED, time.time() - start, int(start))
+                result = _non_fatal(CONTENT_FILTERED, (time.time() if now is None else now) - start, int(start))
                 return Attempt(CONTENT_FILTER, result=result,
                                message=CONTENT_FILTERED, status=status, headers=headers)
         return Attempt(kind, message=f"Anthropic error (HTTP {status}): {message}", status=status, headers=headers)

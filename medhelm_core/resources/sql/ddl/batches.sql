@@ -1,11 +1,14 @@
--- Vendor batches (OpenAI Batch API, Azure OpenAI global batch): see medhelm_core/batch/ledger.py.
+-- Vendor batches (OpenAI Batch API, Azure OpenAI global batch, Anthropic Message Batches): see
+-- medhelm_core/batch/ledger.py.
 -- Executed by medhelm_core.store when it first opens a file for writing (every statement is idempotent).
 --
 -- A batch is a row here before its file is uploaded (state 'uploading'), gets its input file id before
 -- the batch is created ('uploaded'), then the vendor's id and states (validating, in_progress,
 -- finalizing, completed, failed, expired, cancelling, cancelled), and 'collected' once its answers are
--- stored ('abandoned': never created at the vendor; its requests are asked again). No key, token or
--- URL path is stored: `endpoint` is the scheme://host[:port] the batch went to.
+-- stored ('abandoned': never created at the vendor; its requests are asked again). Anthropic has no
+-- files: a row is 'creating' (no input file) until its create is answered, then Anthropic's states
+-- (in_progress, canceling, ended). No key, token or URL path is stored: `endpoint` is the
+-- scheme://host[:port] the batch went to.
 CREATE TABLE IF NOT EXISTS batches (
         batch_id VARCHAR PRIMARY KEY, vendor VARCHAR, vendor_batch_id VARCHAR, model_deployment VARCHAR,
         endpoint VARCHAR, state VARCHAR, num_requests INTEGER, input_file_name VARCHAR,
