@@ -30,7 +30,7 @@ def dagster_instance(output_path: str):
     os.environ["DAGSTER_HOME"] = str(home)
     cfg, ready = home / "dagster.yaml", home / ".medhelm_storage_ready"
     if ready.exists() and cfg.exists():
-        return dg.DagsterInstance.get()
+        return _reusing_connections(dg.DagsterInstance.get())
     # The first commands on a new home create its dagster.yaml and Dagster's SQLite storage (the
     # runs, schedules and event-log index databases, with their migrations): two at once race
     # ("table ... already exists"), so the first ones take turns until the storage is there.
@@ -44,6 +44,46 @@ def dagster_instance(output_path: str):
         if not ready.exists():
             instance.event_log_storage.get_asset_keys()  # the event log's index database
             ready.touch()
+    return _reusing_connections(instance)
+
+
+def _reusing_connections(instance):
+    """The instance, its SQLite event log keeping one connection per database file in this process.
+    Dagster's opens a new engine and connection for each event it stores (about 8 ms of CPU each);
+    a suite's run stores thousands (its planned cells, then each cell's materializations and checks),
+    all on the thread that also collects the runs' outcomes. Same rows, same locks (the storage's
+    own, around each use), about a third of the CPU. Other storages (PostgreSQL) are left as they are."""
+    import contextlib
+    import types
+
+    from dagster._core.storage.event_log.sqlite import sqlite_event_log as sqlite_log
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import StaticPool
+
+    storage = instance.event_log_storage
+    if type(storage) is not sqlite_log.SqliteEventLogStorage or getattr(storage, "_medhelm_engines", None) is not None:
+        return instance
+    if not all(hasattr(storage, a) for a in ("_connect", "_db_lock", "_initialized_dbs", "_initdb",
+                                              "conn_string_for_shard")):
+        return instance  # another Dagster than the pinned one: its own connections, as they are
+    engines: dict = {}
+
+    @contextlib.contextmanager
+    def connect(self, shard: str):
+        with self._db_lock:  # one user of a shard's connection at a time, as Dagster's own
+            engine = engines.get(shard)
+            if engine is None:
+                engine = engines[shard] = create_engine(
+                    self.conn_string_for_shard(shard), poolclass=StaticPool,
+                    connect_args={"timeout": sqlite_log.SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False})
+            if shard not in self._initialized_dbs:
+                self._initdb(engine)
+                self._initialized_dbs.add(shard)
+            with engine.connect() as conn, conn.begin():
+                yield conn
+
+    storage._medhelm_engines = engines
+    storage._connect = types.MethodType(connect, storage)
     return instance
 
 
@@ -157,7 +197,7 @@ def _run(args) -> int:
 
     # One budget and one progress display for every run this invocation launches.
     ws.controls = RunControls(budget=Budget(args.budget) if args.budget is not None else None)
-    from medhelm_core.run.suite import STAGES, RunOutcome, summary_line, unchanged, up_to_date
+    from medhelm_core.run.suite import STAGES, RunOutcome, SuiteExecution, summary_line, unchanged, up_to_date
 
     if unchanged(ws, args.suite, entries):  # a rerun with nothing new: no call, no Dagster run
         print(summary_line([RunOutcome(RunRef(args.suite, spec["name"]), reused=True) for _, spec in entries]),
@@ -231,12 +271,19 @@ def _run(args) -> int:
     stale = [r for r in runs if r not in fresh]
     if stale:
         with progress_display(ws, args.progress):
-            # One Dagster run over the rectangle of cells the stale runs span; the config names
-            # exactly which runs are the invocation's (a cell of the rectangle may hold another's).
-            result = defs.get_job_def("run_layers").execute_in_process(
-                instance=instance, resources=resources, raise_on_error=False,
-                run_config={"ops": {"layers": {"config": {"runs": [r.key for r in stale]}}}, **QUIET},
-                tags={**tags, **grid_range_tags(instance, [cells[r] for r in stale])})
+            # The runs start now, before Dagster plans the run that records them (its planned events,
+            # a few per cell, take seconds at a suite's width): its step takes them over.
+            started = ws.controls.started = SuiteExecution(ws, stale, STAGES)
+            try:
+                # One Dagster run over the rectangle of cells the stale runs span; the config names
+                # exactly which runs are the invocation's (a cell of the rectangle may hold another's).
+                result = defs.get_job_def("run_layers").execute_in_process(
+                    instance=instance, resources=resources, raise_on_error=False,
+                    run_config={"ops": {"layers": {"config": {"runs": [r.key for r in stale]}}}, **QUIET},
+                    tags={**tags, **grid_range_tags(instance, [cells[r] for r in stale])})
+            finally:  # not taken (the run failed before its step): its runs are not left running
+                ws.controls.started = None
+                started.close()
         if not result.success and len(outcomes) < len(runs):  # the step failed outside any run (bug, bad config)
             step_errors = [e for e in result.all_events if e.is_step_failure]
             error = step_errors[0].step_failure_data.error if step_errors else None

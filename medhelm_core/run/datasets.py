@@ -189,6 +189,22 @@ def build_dataset(ws: Workspace, partition_key: str) -> dict:
     return {"scenario_key": key, "content_hash": content, "num_instances": n, "built": built, "tier": defn.tier}
 
 
+def sampled_instances(ws: Workspace, key: str, max_eval_instances: int | None, eval_splits: list | None,
+                      with_train: bool = True) -> list[dict]:
+    """`adapt.downsample_eval_instances` over the instances of the built dataset `key`, decoding only
+    those it keeps: its draw reads nothing but each instance's split (a column of `instances`), so a
+    run of 5 instances does not parse every instance of a benchmark of thousands. `with_train=False`
+    leaves out the train instances it keeps (a run without in-context examples never reads them)."""
+    with ws.store.connect() as conn:
+        stubs = [{"split": split, "position": position} for position, split in conn.execute(
+            "SELECT position, split FROM instances WHERE scenario_key = ? ORDER BY position", [key]).fetchall()]
+        kept = [stub["position"] for stub in adapt.downsample_eval_instances(stubs, max_eval_instances, eval_splits)
+                if with_train or stub["split"] != adapt.TRAIN_SPLIT]
+        rows = dict(conn.execute("SELECT position, instance FROM instances WHERE scenario_key = ?"
+                                 " AND position IN (SELECT unnest(?::INTEGER[]))", [key, kept]).fetchall())
+    return [json.loads(rows[position]) for position in kept]
+
+
 @in_data_scope
 def is_current(ws: Workspace, partition_key: str) -> bool:
     """The dataset was built from the spec and the data-file bytes it has now (nothing to rebuild)."""

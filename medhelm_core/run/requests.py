@@ -5,7 +5,7 @@ import json
 
 from medhelm_core import adapt
 from medhelm_core.errors import MedhelmError
-from medhelm_core.run.datasets import scenario_key
+from medhelm_core.run.datasets import sampled_instances, scenario_key
 from medhelm_core.run.entries import load_run_spec, scenario_partition_key, tier_of
 from medhelm_core.run.workspace import RunRef, Workspace, in_data_scope
 from medhelm_core.store import insert_rows, stable_hash
@@ -44,14 +44,13 @@ def build_requests(ws: Workspace, run: RunRef) -> dict:
     key, _ = scenario_key(spec["scenario_spec"], ws.catalog)
     with ws.store.connect() as conn:
         built = conn.execute("SELECT 1 FROM datasets WHERE scenario_key = ?", [key]).fetchone()
-        rows = conn.execute("SELECT instance FROM instances WHERE scenario_key = ? ORDER BY position",
-                            [key]).fetchall()
     if built is None:
         raise MedhelmError(f"{run.run_name}: dataset {scenario_partition_key(spec['scenario_spec'], ws.edition)!r} is not built "
                            f"(materialize its {tier_of(spec, ws.catalog)}_datasets partition first)")
-    instances = [json.loads(r[0]) for r in rows]
-    sampled = adapt.downsample_eval_instances(instances, adapter_spec.get("max_eval_instances"),
-                                              adapter_spec.get("eval_splits"))
+    # HELM's seed-0 draw (adapt.downsample_eval_instances), decoding only the instances it keeps; the
+    # train ones only when the prompts take in-context examples (with none, they change nothing).
+    sampled = sampled_instances(ws, key, adapter_spec.get("max_eval_instances"), adapter_spec.get("eval_splits"),
+                                with_train=adapter_spec.get("max_train_instances", 1) != 0)
     states = adapt.build_request_states(adapter_spec, sampled,
                                         prompt_fitter(ws, adapter_spec["model_deployment"]))
     out = []

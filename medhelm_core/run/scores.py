@@ -30,10 +30,21 @@ def _stat_row(prefix: tuple, ordinal: int, stat: dict) -> tuple:
 
 
 def compute_stats(ws: Workspace, run: RunRef) -> dict:
+    spec, states, tokenizer_name = scoring_inputs(ws, run)
+    per_instance, stats = evaluate_run(spec, states, ws.tokenizer(tokenizer_name), ws.catalog.metrics)
+    return store_stats(ws, run, spec, states, per_instance, stats)
+
+
+def scoring_inputs(ws: Workspace, run: RunRef) -> tuple[dict, list[dict], str | None]:
+    """What a run's metrics read: its run spec, its request states, its deployment's tokenizer name."""
     spec = load_run_spec(ws, run)
     states = load_request_states(ws, run)
-    dep = ws.deployment(spec["adapter_spec"]["model_deployment"])
-    per_instance, stats = evaluate_run(spec, states, ws.tokenizer(dep.tokenizer_name), ws.catalog.metrics)
+    return spec, states, ws.deployment(spec["adapter_spec"]["model_deployment"]).tokenizer_name
+
+
+def store_stats(ws: Workspace, run: RunRef, spec: dict, states: list[dict], per_instance: list[dict],
+                stats: list[dict]) -> dict:
+    """A run's evaluated stats into the store (instance_stats, run_stats, jury_scores, runs)."""
     inst_rows = []
     for entry in per_instance:
         prefix = (run.suite, run.run_name, entry["instance_id"], entry["train_trial_index"])
@@ -89,13 +100,18 @@ def write_files(ws: Workspace, run: RunRef, computed: dict | None = None) -> Pat
     """Write the run's HELM files from DuckDB."""
     computed = computed or stored_run_outputs(ws, run)
     spec = computed["run_spec"]
-    defn = ws.catalog.scenario(spec["scenario_spec"]["class_name"])
     directory = run_dir(ws.output_path, run.suite, run.run_name)
-    scenario = defn.metadata(spec["scenario_spec"]["args"])
-    scenario = {**scenario, "definition_path": ws.switches.definition_path(scenario["definition_path"])}
+    scenario = scenario_file(ws, spec)
     write_run_files(directory, spec, scenario, computed["request_states"],
                     spec.get("annotators"), computed["stats"], computed["per_instance_stats"])  # None: no annotator_specs
     return directory
+
+
+def scenario_file(ws: Workspace, spec: dict) -> dict:
+    """What the run's scenario.json holds."""
+    defn = ws.catalog.scenario(spec["scenario_spec"]["class_name"])
+    scenario = defn.metadata(spec["scenario_spec"]["args"])
+    return {**scenario, "definition_path": ws.switches.definition_path(scenario["definition_path"])}
 
 
 def stored_run_outputs(ws: Workspace, run: RunRef) -> dict:

@@ -17,13 +17,10 @@ requests and on the content-addressed answers.
 from __future__ import annotations
 
 import contextvars
-import functools
-import hashlib
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable, Iterator
 
 from medhelm_core.costs import run_cost
@@ -36,6 +33,7 @@ from medhelm_core.run import completions as completion_layer
 from medhelm_core.run import datasets as dataset_layer
 from medhelm_core.run import requests as request_layer
 from medhelm_core.run import scores as score_layer
+from medhelm_core.run import scoring
 from medhelm_core.run.entries import run_workspace, scenario_partition_key
 from medhelm_core.run.workspace import RunRef, Workspace
 from medhelm_core.code_digest import code_digest
@@ -138,9 +136,11 @@ def _forget_fingerprint(ws: Workspace, run: RunRef) -> None:
         conn.execute("DELETE FROM run_fingerprints WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
 
 
-def run_one(ws: Workspace, run: RunRef, stages: Iterable[str] = STAGES, priority: float = 0.0) -> RunOutcome:
+def run_one(ws: Workspace, run: RunRef, stages: Iterable[str] = STAGES, priority: float = 0.0,
+            scorer=None) -> RunOutcome:
     """The selected stages of one run; errors are returned in the outcome, not raised. Its
-    requests wait for a deployment's slot behind those of runs with a lower `priority`."""
+    requests wait for a deployment's slot behind those of runs with a lower `priority`; its
+    scores are computed by `scorer` (`scoring.Scorer`: in a worker process) when given."""
     stages = [s for s in STAGES if s in set(stages)]
     out = RunOutcome(run)
     start = time.time()
@@ -162,8 +162,11 @@ def run_one(ws: Workspace, run: RunRef, stages: Iterable[str] = STAGES, priority
             out.judge, out.info["annotations"] = info["report"], info
             out.stages.append("annotations")
         if "scores" in stages:
-            computed = score_layer.compute_stats(ws, run)
-            directory = score_layer.write_files(ws, run, computed)
+            if scorer is not None:
+                computed, directory = scorer.score(ws, run)
+            else:
+                computed = score_layer.compute_stats(ws, run)
+                directory = score_layer.write_files(ws, run, computed)
             # Only the counts are kept: outcomes of a whole suite stay small (memory follows the work in flight).
             out.info["scores"] = {k: computed[k] for k in ("per_instance_rows", "run_stats", "instances")}
             out.info["scores"]["directory"] = directory
@@ -238,32 +241,91 @@ def schedule(runs: list[RunRef], facts: dict[RunRef, tuple[str, bool]]) -> list[
     return ordered
 
 
+class SuiteExecution:
+    """Runs of one invocation, started when this is made (a pool thread per active run, at most
+    `parallel`); `outcomes()` yields each outcome as its run ends, up-to-date runs first, without
+    any work. Made before the Dagster run that records the runs (`medhelm-run`), it keeps every
+    endpoint busy while Dagster plans that run (`RunControls.started`, taken by its step)."""
+
+    def __init__(self, ws: Workspace, runs: list[RunRef], stages: Iterable[str] = STAGES,
+                 parallel: int | None = None):
+        self.stages = [s for s in STAGES if s in set(stages)]
+        self.runs = list(runs)
+        fresh = up_to_date(ws, self.runs) if self.stages == list(STAGES) else set()
+        self.reused = [RunOutcome(run, stages=list(self.stages), reused=True) for run in self.runs if run in fresh]
+        todo = [r for r in self.runs if r not in fresh]
+        self.futures: list = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._scorer = None
+        self._held = None
+        self._closed = False
+        if not todo:
+            return
+        facts = _run_facts(ws, todo)
+        order = schedule(todo, facts)
+        parallel = parallel or ws.controls.parallel_runs or default_parallel_runs(facts)
+        self._held = ws.store.held()
+        self._held.__enter__()
+        try:
+            processes = scoring.default_processes()
+            if "scores" in self.stages and processes and len(todo) >= scoring.MIN_RUNS:
+                self._scorer = scoring.Scorer(ws, processes)
+            self._pool = ThreadPoolExecutor(max_workers=min(parallel, len(order)), thread_name_prefix="medhelm-run")
+            # Each run in a copy of this context: the data-scope root and the current run name are context variables.
+            self.futures = [self._pool.submit(contextvars.copy_context().run, run_one, ws, run, self.stages, i,
+                                              self._scorer)
+                            for i, run in enumerate(order)]
+        except BaseException:
+            self.close()
+            raise
+
+    def matches(self, runs: Iterable[RunRef], stages: Iterable[str]) -> bool:
+        return set(self.runs) == set(runs) and self.stages == [s for s in STAGES if s in set(stages)]
+
+    def outcomes(self) -> Iterator[RunOutcome]:
+        yield from self.reused
+        try:
+            for f in as_completed(self.futures):
+                yield f.result()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Cancel the runs not started; wait for those running (what they paid for is kept)."""
+        if self._closed:
+            return
+        self._closed = True
+        for f in self.futures:
+            f.cancel()
+        try:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+        finally:
+            try:
+                if self._scorer is not None:
+                    self._scorer.close()
+            finally:
+                if self._held is not None:
+                    self._held.__exit__(None, None, None)
+
+
+def take_started(controls, runs: Iterable[RunRef], stages: Iterable[str]) -> SuiteExecution | None:
+    """The execution the invocation started before its Dagster run (`RunControls.started`) when it
+    is of exactly these runs and stages; else None (one of other runs is closed first)."""
+    started, controls.started = getattr(controls, "started", None), None
+    if started is None:
+        return None
+    if started.matches(runs, stages):
+        return started
+    started.close()
+    return None
+
+
 def run_suite(ws: Workspace, runs: list[RunRef], stages: Iterable[str] = STAGES,
               parallel: int | None = None) -> Iterator[RunOutcome]:
     """Run every run (its selected stages), many at once; yields each outcome when its run ends.
     Runs that are up to date are yielded first, without any work."""
-    stages = [s for s in STAGES if s in set(stages)]
-    fresh = up_to_date(ws, runs) if stages == list(STAGES) else set()
-    for run in runs:
-        if run in fresh:
-            yield RunOutcome(run, stages=list(stages), reused=True)
-    todo = [r for r in runs if r not in fresh]
-    if not todo:
-        return
-    facts = _run_facts(ws, todo)
-    order = schedule(todo, facts)
-    parallel = parallel or ws.controls.parallel_runs or default_parallel_runs(facts)
-    with ws.store.held(), ThreadPoolExecutor(max_workers=min(parallel, len(order)),
-                                             thread_name_prefix="medhelm-run") as pool:
-        # Each run in a copy of this context: the data-scope root and the current run name are context variables.
-        futures = [pool.submit(contextvars.copy_context().run, run_one, ws, run, stages, i)
-                   for i, run in enumerate(order)]
-        try:
-            for f in as_completed(futures):
-                yield f.result()
-        finally:
-            for f in futures:
-                f.cancel()
+    yield from SuiteExecution(ws, runs, stages, parallel).outcomes()
 
 
 def summary_line(outcomes: list[RunOutcome]) -> str:
