@@ -57,10 +57,8 @@ import re
 import time
 from typing import Any, Iterable, Iterator
 
-import httpx
-
 from medhelm_core.batch.protocol import (ANSWERED, ANTHROPIC, ANTHROPIC_ENDED, FAILED_ITEM, RETRY, BatchAPIError,
-                                         BatchResults, BatchStatus, Flavour, ItemOutcome)
+                                         BatchResults, BatchStatus, Flavour, ItemOutcome, call_vendor)
 from medhelm_core.clients.base import Attempt
 from medhelm_core.ratelimit import FATAL, FATAL_ENDPOINT, SERVER_ERROR, TIMEOUT, TRANSIENT
 
@@ -287,23 +285,9 @@ class AnthropicBatchAPI:
         return self._call(read)
 
     def _call(self, fn):
-        sdk = self._errors
         try:
-            return fn()
-        except sdk.APIStatusError as e:
-            status = e.status_code
-            transient = status == 429 or status >= 500 or status in (408, 409)
-            raise BatchAPIError(self.client.redact(f"{self.flavour.name} batch API: HTTP {status}: {e.message}"),
-                                status=status, transient=transient) from None
-        except sdk.APITimeoutError:
-            raise BatchAPIError(f"{self.flavour.name} batch API: timed out", transient=True) from None
-        except sdk.APIConnectionError as e:
-            raise BatchAPIError(self.client.redact(f"{self.flavour.name} batch API: connection error: "
-                                                   f"{e.__cause__ or e}"), transient=True) from None
-        except httpx.TransportError as e:  # e.g. the results stream cut off mid-way
-            raise BatchAPIError(self.client.redact(f"{self.flavour.name} batch API: connection error: "
-                                                   f"{type(e).__name__}: {e}"), transient=True) from None
-        except sdk.AnthropicError as e:  # e.g. results asked of a batch without a results_url
+            return call_vendor(fn, self._errors, self.flavour.name, self.client.redact)
+        except self._errors.AnthropicError as e:  # e.g. results asked of a batch without a results_url
             raise BatchAPIError(self.client.redact(f"{self.flavour.name} batch API: {e}")) from None
 
     # -- the answers ----------------------------------------------------------------------------

@@ -80,27 +80,23 @@ def submit(store, api: BatchAPI, deployment: str, requests: dict[str, dict], own
 def _create(store, api: BatchAPI, batch_id: str, input_file_id: str, deployment: str,
             metadata: dict[str, str] | None, report: SubmitReport) -> None:
     meta = {"medhelm_batch_id": batch_id, "medhelm_deployment": deployment[:512], **(metadata or {})}
-    try:
-        status = api.create(input_file_id, meta)
-    except BatchAPIError as e:
-        if e.transient:  # it may have been created: `resume` looks for it before creating it again
-            report.unacknowledged.append(batch_id)
-        else:            # refused: nothing was created
-            ledger.abandon(store, batch_id, f"batch refused: {e}")
-            report.abandoned[batch_id] = str(e)
-        return
-    ledger.record_submitted(store, batch_id, status)
-    report.submitted.append(ledger.get(store, batch_id))
+    _record_create(store, batch_id, report, lambda: api.create(input_file_id, meta))
 
 
 def _create_with_requests(store, api, batch_id: str, lines: dict[str, bytes], report: SubmitReport) -> None:
     """Create a batch whose requests go in the create call (Anthropic), its row already 'creating'."""
+    _record_create(store, batch_id, report, lambda: api.create_batch(lines))
+
+
+def _record_create(store, batch_id: str, report: SubmitReport, create) -> None:
+    """`create()` the vendor's batch and record what came of it: submitted (the vendor's id), refused
+    (abandoned: nothing was created) or unanswered (it may exist: `resume` looks before creating again)."""
     try:
-        status = api.create_batch(lines)
+        status = create()
     except BatchAPIError as e:
-        if e.transient:  # it may have been created: `resume` looks for it before creating it again
+        if e.transient:
             report.unacknowledged.append(batch_id)
-        else:            # refused: nothing was created
+        else:
             ledger.abandon(store, batch_id, f"batch refused: {e}")
             report.abandoned[batch_id] = str(e)
         return

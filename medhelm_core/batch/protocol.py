@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
+import httpx
 import openai
 
 from medhelm_core.clients.base import Attempt
@@ -169,6 +170,26 @@ class BatchResults:
         return [k for k, o in self.outcomes.items() if o.state == state]
 
 
+def call_vendor(fn, sdk, vendor: str, redact):
+    """`fn()`, a vendor SDK's errors (`sdk`: the openai or anthropic module, which share their
+    exception names) turned into `BatchAPIError`, transient or not as the online clients classify
+    them; the key redacted from every message."""
+    try:
+        return fn()
+    except sdk.APIStatusError as e:
+        status = e.status_code
+        transient = status == 429 or status >= 500 or status in (408, 409)
+        raise BatchAPIError(redact(f"{vendor} batch API: HTTP {status}: {e.message}"),
+                            status=status, transient=transient) from None
+    except sdk.APITimeoutError:
+        raise BatchAPIError(f"{vendor} batch API: timed out", transient=True) from None
+    except sdk.APIConnectionError as e:
+        raise BatchAPIError(redact(f"{vendor} batch API: connection error: {e.__cause__ or e}"), transient=True) from None
+    except httpx.TransportError as e:  # e.g. a results stream cut off mid-way
+        raise BatchAPIError(redact(f"{vendor} batch API: connection error: {type(e).__name__}: {e}"),
+                            transient=True) from None
+
+
 class BatchAPI:
     """The files and batches endpoints of one deployment, through its online client's SDK client
     (same base URL, auth, api-version and headers). `client` is an `OpenAICompatibleClient` (or
@@ -274,18 +295,7 @@ class BatchAPI:
         return self._call(look)
 
     def _call(self, fn):
-        try:
-            return fn()
-        except openai.APIStatusError as e:
-            status = e.status_code
-            transient = status == 429 or status >= 500 or status in (408, 409)
-            raise BatchAPIError(self.client.redact(f"{self.flavour.name} batch API: HTTP {status}: {e.message}"),
-                                status=status, transient=transient) from None
-        except openai.APITimeoutError:
-            raise BatchAPIError(f"{self.flavour.name} batch API: timed out", transient=True) from None
-        except openai.APIConnectionError as e:
-            raise BatchAPIError(self.client.redact(f"{self.flavour.name} batch API: connection error: "
-                                                   f"{e.__cause__ or e}"), transient=True) from None
+        return call_vendor(fn, openai, self.flavour.name, self.client.redact)
 
     # -- the answers ----------------------------------------------------------------------------
     def collect_results(self, status: BatchStatus, requests: dict[str, dict]) -> BatchResults:
