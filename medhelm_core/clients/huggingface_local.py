@@ -58,7 +58,7 @@ log = logging.getLogger(__name__)
 HUGGINGFACE_CLIENT_CLASS = "helm.clients.huggingface_client.HuggingFaceClient"
 DEFAULT_BATCH_SIZE = 8
 # A batched token is kept only if it beats the runner-up by this much in the raw logits: 400 times the
-# float32 drift measured between a padded batch and the sequence alone (2.4e-7, bench/bench_local.py's
+# float32 drift measured between a padded batch and the sequence alone (2.4e-7, perf/bench_local.py's
 # model), and 10 times the margin above which HELM's 1e-7 temperature makes sampling one-hot
 # (exp(-margin / 1e-7) underflows float32 at margin > 1.04e-5).
 BATCH_MARGIN = 1e-4

@@ -10,7 +10,7 @@ storage.googleapis.com; 0 = straight to the emulator):
   medhelm-import        list + concurrent fetch (--jobs) + parse + DuckDB insert, fresh database
   re-import             the same again: nothing changed, nothing fetched
 
-    .venv/bin/python bench/bench_import.py [--latency-ms 0,50] [--jobs 16] [--scale 4,200] [--no-completions]
+    .venv/bin/python perf/bench_import.py [--latency-ms 0,50] [--jobs 16] [--scale 4,200] [--no-completions]
 """
 from __future__ import annotations
 

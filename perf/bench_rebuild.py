@@ -22,7 +22,7 @@ writing every run's display files, then with --skip-completed-run-display-json o
 (tables only); each row's ratio is against it. Without HELM_VENV the ratios use figures of an earlier session on
 this hardware (413-433 s and 1.7 GB full; 18-20 s and 0.87 GB without display files), marked so.
 
-    [HELM_VENV=~/helm-venv] .venv/bin/python bench/bench_rebuild.py [--scale 13,1000] [--data-dir DIR] [--no-completions]
+    [HELM_VENV=~/helm-venv] .venv/bin/python perf/bench_rebuild.py [--scale 13,1000] [--data-dir DIR] [--no-completions]
 """
 from __future__ import annotations
 

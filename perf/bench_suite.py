@@ -1,6 +1,6 @@
 """A whole suite against many endpoints: wall time of medhelm-run beside the physical lower bound.
 
-    .venv/bin/python bench/bench_suite.py [--shared ../shared] [--instances 50] [--latency-ms 500]
+    .venv/bin/python perf/bench_suite.py [--shared ../shared] [--instances 50] [--latency-ms 500]
 
 Setup (issue 12's): 8 model deployments and 3 judge deployments, each its own mock server
 (`mock_openai_server.py --latency-ms 500 --jitter-ms 200`), each `max_concurrency: 4`; 24 runs = 3

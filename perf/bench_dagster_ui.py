@@ -12,7 +12,7 @@ In a fresh copy of the checkout (its own DAGSTER_HOME and output folder):
    per model column of the benchmark × model grid (the per-run layers; the two columns at once) at
    its ticks, each run a fresh process.
 
-    .venv/bin/python bench/bench_dagster_ui.py
+    .venv/bin/python perf/bench_dagster_ui.py
 """
 from __future__ import annotations
 

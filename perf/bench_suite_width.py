@@ -1,6 +1,6 @@
 """MedHELM's own conf at its real width against mocks: time to the first call, wall vs the bound, CPU per call.
 
-    .venv/bin/python bench/bench_suite_width.py [--instances 5|20|100] [--conf CONF] [--profile] [--keep DIR]
+    .venv/bin/python perf/bench_suite_width.py [--instances 5|20|100] [--conf CONF] [--profile] [--keep DIR]
 
 Setup (issue 40's): HELM's `run_entries_medhelm_public.conf` as printed, minus the benchmarks whose
 data `../shared/data/public` lacks (med_dialog, medhelm_med_mcqa): 182 runs over its 13 models and

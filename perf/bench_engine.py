@@ -23,7 +23,7 @@ mock writes headers and body in two writes without TCP_NODELAY, so on a kept-ali
 Nagle's algorithm meets the client's delayed ACK and adds ~40 ms to every request (measured:
 ~245 ms instead of 200 on one connection, ~204 ms with fresh ones). `--keepalive` shows that case.
 
-    .venv/bin/python bench/bench_engine.py [--latency-ms 200] [--concurrency 8,16,32] [--seconds 10]
+    .venv/bin/python perf/bench_engine.py [--latency-ms 200] [--concurrency 8,16,32] [--seconds 10]
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 per suite), beside HELM 0.5.16's figures measured on this hardware (from the issue: helm-run ≈ 35 s,
 helm-summarize 15–23 s, 12–18 s of each being start-up).
 
-    .venv/bin/python bench/bench_run_summarize.py [--shared ../shared]
+    .venv/bin/python perf/bench_run_summarize.py [--shared ../shared]
 
 Each command runs as a fresh process (start-up included), as a user would run it.
 """

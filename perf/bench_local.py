@@ -16,7 +16,7 @@ The model is the tiny GPT-2-family model shipped in examples/local-hf (HELM 0.5.
 
 Every row's answers (generated token ids) are compared with row 1's: `identical` must say yes.
 
-    .venv/bin/python bench/bench_local.py [--repeat 2] [--batch-sizes 4,8,16] [--threads 32]
+    .venv/bin/python perf/bench_local.py [--repeat 2] [--batch-sizes 4,8,16] [--threads 32]
 """
 from __future__ import annotations
 

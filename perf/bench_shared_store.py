@@ -1,6 +1,6 @@
 """The shared store (DuckLake on PostgreSQL + Parquet) against the embedded DuckDB file, side by side.
 
-The full-size published suite of bench/bench_rebuild.py (182 runs, ~3 GB of JSON; `--scale M,K` for
+The full-size published suite of perf/bench_rebuild.py (182 runs, ~3 GB of JSON; `--scale M,K` for
 smaller) imported and rebuilt by `medhelm-import`, once into a DuckDB file and once into a DuckLake
 whose catalog is a throwaway PostgreSQL (scripts/postgres.sh, Debian's package) and whose Parquet
 files are in a local folder. Both run in .venv-ducklake (scripts/setup.sh --with-ducklake), so the
@@ -9,14 +9,14 @@ time, peak RSS), in the order: tables only, + per-instance stats, + completions,
 fetched, nothing rebuilt), re-run with --rebuild (the rebuild and comparison alone). Goal (issue 15):
 the DuckLake within 2x of the file.
 
-Then medhelm-run's throughput with 1 and with 2 processes on the suite of bench/bench_suite.py (24
+Then medhelm-run's throughput with 1 and with 2 processes on the suite of perf/bench_suite.py (24
 runs, 8 model and 3 judge deployments, each its own mock server), mock latency 0 so the client side is
 the bottleneck: the 2 processes split the models (4 each) and write one store at once, each with its
 own output path (as two machines would). On the DuckDB file they take turns on its lock; on the
 DuckLake they take turns on its PostgreSQL advisory lock, and call at the same time. Goal (issue 15):
 2 processes at >= 1.6x one.
 
-    .venv/bin/python bench/bench_shared_store.py [--scale 13,1000] [--data-dir DIR] [--no-completions]
+    .venv/bin/python perf/bench_shared_store.py [--scale 13,1000] [--data-dir DIR] [--no-completions]
                                                  [--only import|runs] [--instances 50]
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 on the same suite: wall time of each, as a fresh process (start-up included), side by side, and
 their ratio (issue 43 asks for the Dagster command within 1.5x of medhelm-summarize).
 
-    .venv/bin/python bench/bench_leaderboard_group.py [--repeat 3] [--output-path DIR --suite S]
+    .venv/bin/python perf/bench_leaderboard_group.py [--repeat 3] [--output-path DIR --suite S]
 
 Without --output-path it builds the shipped example suite in a temporary folder first (the demo
 model server on a free loopback port, `medhelm-run` on conf/example.conf, 10 instances), with a
