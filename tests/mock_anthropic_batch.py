@@ -74,6 +74,17 @@ def _error_body(error_type: str, message: str) -> dict:
     return {"type": "error", "error": {"type": error_type, "message": message}}
 
 
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that went away mid-answer (a submitter killed on purpose) is no error to print: it
+    would land in whichever test's captured stderr runs next."""
+
+    def handle_error(self, request, client_address):
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
 class MockAnthropicBatchServer:
     def __init__(self, answer: Callable[[bytes], tuple[int, object]] | None = None, upstream: str | None = None,
                  api_key: str | None = None, polls_per_state: int = 1, item_errors: dict[str, dict] | None = None,
@@ -116,7 +127,10 @@ class MockAnthropicBatchServer:
                 self.send_header("Content-Length", str(len(data)))
                 self.send_header("request-id", "req_" + _sha(time.time())[:24])
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client went away (a killed submitter)
+                    pass
 
             def _error(self, status: int, error_type: str, message: str) -> None:
                 self._send(status, _error_body(error_type, message))
@@ -145,7 +159,7 @@ class MockAnthropicBatchServer:
             def do_POST(self):
                 self._route("POST")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()

@@ -67,6 +67,17 @@ def _sha(*parts) -> str:
     return hashlib.sha256("\x00".join(map(str, parts)).encode()).hexdigest()
 
 
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that went away mid-answer (a submitter killed on purpose) is no error to print: it
+    would land in whichever test's captured stderr runs next."""
+
+    def handle_error(self, request, client_address):
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
 class MockBatchServer:
     def __init__(self, answer: Callable[[bytes], tuple[int, object]] | None = None, upstream: str | None = None,
                  flavour: str = "openai", api_key: str | None = None, polls_per_state: int = 1,
@@ -112,7 +123,10 @@ class MockBatchServer:
                 self.send_header("Content-Length", str(len(data)))
                 self.send_header("x-request-id", "req_" + _sha(time.time())[:16])
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client went away (a killed submitter)
+                    pass
 
             def _error(self, status: int, message: str, code: str | None = None) -> None:
                 self._send(status, {"error": {"message": message, "type": "invalid_request_error",
@@ -143,7 +157,7 @@ class MockBatchServer:
             def do_POST(self):
                 self._route("POST")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
