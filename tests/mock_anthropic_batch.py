@@ -34,8 +34,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Callable, Iterable
+
+from tests.mock_server import QuietHTTPServer
 
 CUSTOM_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_REQUESTS = 100_000
@@ -73,17 +75,6 @@ def _sha(*parts) -> str:
 def _error_body(error_type: str, message: str) -> dict:
     return {"type": "error", "error": {"type": error_type, "message": message}}
 
-
-
-class _QuietServer(ThreadingHTTPServer):
-    """A client that went away mid-answer (a submitter killed on purpose) is no error to print: it
-    would land in whichever test's captured stderr runs next."""
-
-    def handle_error(self, request, client_address):
-        import sys
-
-        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            super().handle_error(request, client_address)
 
 class MockAnthropicBatchServer:
     def __init__(self, answer: Callable[[bytes], tuple[int, object]] | None = None, upstream: str | None = None,
@@ -159,7 +150,7 @@ class MockAnthropicBatchServer:
             def do_POST(self):
                 self._route("POST")
 
-        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
+        self.httpd = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()

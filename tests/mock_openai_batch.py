@@ -31,8 +31,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Callable, Iterable
+
+from tests.mock_server import QuietHTTPServer
 
 STATES = ("validating", "in_progress", "finalizing")
 EXPIRED_MESSAGE = "This request could not be executed before the completion window expired."
@@ -66,17 +68,6 @@ def _public(batch: dict) -> dict:
 def _sha(*parts) -> str:
     return hashlib.sha256("\x00".join(map(str, parts)).encode()).hexdigest()
 
-
-
-class _QuietServer(ThreadingHTTPServer):
-    """A client that went away mid-answer (a submitter killed on purpose) is no error to print: it
-    would land in whichever test's captured stderr runs next."""
-
-    def handle_error(self, request, client_address):
-        import sys
-
-        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            super().handle_error(request, client_address)
 
 class MockBatchServer:
     def __init__(self, answer: Callable[[bytes], tuple[int, object]] | None = None, upstream: str | None = None,
@@ -157,7 +148,7 @@ class MockBatchServer:
             def do_POST(self):
                 self._route("POST")
 
-        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
+        self.httpd = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
