@@ -57,10 +57,10 @@ import re
 import time
 from typing import Any, Iterable, Iterator
 
-from medhelm_core.batch.protocol import (ANSWERED, ANTHROPIC, ANTHROPIC_ENDED, FAILED_ITEM, RETRY, BatchAPIError,
-                                         BatchResults, BatchStatus, Flavour, ItemOutcome, call_vendor)
+from medhelm_core.batch.protocol import (ANTHROPIC, ANTHROPIC_ENDED, RETRY, BatchAPIError, BatchResults, BatchStatus,
+                                         Flavour, ItemOutcome, call_vendor, item_outcome)
 from medhelm_core.clients.base import Attempt
-from medhelm_core.ratelimit import FATAL, FATAL_ENDPOINT, SERVER_ERROR, TIMEOUT, TRANSIENT
+from medhelm_core.ratelimit import FATAL, SERVER_ERROR, TIMEOUT
 
 _CUSTOM_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # An errored result's error type -> the HTTP status the Messages API answers it with online.
@@ -331,9 +331,9 @@ class AnthropicBatchAPI:
             if messages:  # the replies before this one end the request first, as they would online
                 before = self.client.answer_attempt(request, messages, start, elapsed)
                 if before.result is None or before.kind != "ok":
-                    return self._classify(key, before)
+                    return item_outcome(key, before)
             if kind == "errored":
-                return self._classify(key, self._error_attempt(result.get("error"), start, elapsed))
+                return item_outcome(key, self._error_attempt(result.get("error"), start, elapsed))
             if kind == "expired":
                 return ItemOutcome(key, RETRY, Attempt(TIMEOUT, message=f"expired: batch {status.vendor_batch_id} "
                                                        f"ended (24 hours) before this request ran"))
@@ -347,7 +347,7 @@ class AnthropicBatchAPI:
             else:
                 message = f"unknown result type {kind!r} in batch {status.vendor_batch_id}"
             return ItemOutcome(key, RETRY, Attempt(SERVER_ERROR, message=self.client.redact(message)))
-        return self._classify(key, self.client.answer_attempt(request, messages, start, elapsed))
+        return item_outcome(key, self.client.answer_attempt(request, messages, start, elapsed))
 
     def _error_attempt(self, error: Any, start: float, elapsed: float) -> Attempt:
         """An errored result as the HTTP answer it stands for, classified by the online client."""
@@ -356,15 +356,6 @@ class AnthropicBatchAPI:
         inner = body.get("error") if isinstance(body.get("error"), dict) else body
         status = ERROR_STATUS.get(str(inner.get("type")), 500)
         return self.client.error_attempt(status, body, start, elapsed)
-
-    @staticmethod
-    def _classify(key: str, attempt: Attempt) -> ItemOutcome:
-        if attempt.result is not None:
-            return ItemOutcome(key, ANSWERED, attempt)
-        if attempt.kind in TRANSIENT:
-            return ItemOutcome(key, RETRY, attempt)
-        assert attempt.kind in (FATAL, FATAL_ENDPOINT), attempt.kind
-        return ItemOutcome(key, FAILED_ITEM, attempt)
 
 
 __all__ = ["AnthropicBatchAPI", "ERROR_STATUS", "copies", "custom_id", "custom_ids", "status_of"]

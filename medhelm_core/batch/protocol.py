@@ -342,12 +342,18 @@ class BatchAPI:
             attempt = self.client.answer_attempt(request, status, body, {}, start, elapsed)
         else:
             attempt = self.client.error_attempt(status, body if body is not None else "")
-        if attempt.result is not None:
-            return ItemOutcome(key, ANSWERED, attempt)
-        if attempt.kind in TRANSIENT:
-            return ItemOutcome(key, RETRY, attempt)
-        assert attempt.kind in (FATAL, FATAL_ENDPOINT), attempt.kind
-        return ItemOutcome(key, FAILED_ITEM, attempt)
+        return item_outcome(key, attempt)
+
+
+def item_outcome(key: str, attempt: Attempt) -> ItemOutcome:
+    """A batch item's outcome from the Attempt the online path makes of the same answer: answered,
+    asked again (what online would retry) or failed (what online would give up on)."""
+    if attempt.result is not None:
+        return ItemOutcome(key, ANSWERED, attempt)
+    if attempt.kind in TRANSIENT:
+        return ItemOutcome(key, RETRY, attempt)
+    assert attempt.kind in (FATAL, FATAL_ENDPOINT), attempt.kind
+    return ItemOutcome(key, FAILED_ITEM, attempt)
 
 
 def input_file(lines: dict[str, bytes], keys: Iterable[str]) -> bytes:
