@@ -32,6 +32,7 @@ import hashlib
 import io
 import json
 import os
+import socket
 import tempfile
 import time
 import urllib.error
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from medhelm_core.errors import MedhelmError
+from medhelm_core.hf_hub import hub_connection_problem
 
 MIRROR_ENV = "MEDHELM_DATA_MIRROR"
 HF_DIR = "huggingface"
@@ -274,8 +276,6 @@ def fetch_hf_split(hf: HFSplit) -> Path:
 
 
 def _download_hf_split(hf: HFSplit):
-    from medhelm_core.hf_hub import hub_connection_problem
-
     why = hub_connection_problem()  # one probe, not the hub client's five retries per file
     if why:
         raise MedhelmError(f"{hf.scenario}: cannot download {hf.source}: {why} (set {MIRROR_ENV} to a local "
@@ -401,8 +401,6 @@ def http_get(url: str, headers: dict[str, str] | None = None, attempts: int = 3)
 
 
 def _no_route(error: BaseException) -> bool:
-    import socket
-
     reason = getattr(error, "reason", error)
     return isinstance(reason, (socket.gaierror, ConnectionRefusedError))
 

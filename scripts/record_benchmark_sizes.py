@@ -14,6 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -54,8 +56,6 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             by_folder.setdefault(bench.folder, []).append(record)
             print(f"{bench.name}: {record}", file=sys.stderr)
-    import yaml
-
     for folder, records in by_folder.items():
         path = folder / SIZE_FILE
         doc = {"reference_deployment": REFERENCE_DEPLOYMENT, "tokenizer": "openai/o200k_base",

@@ -16,7 +16,10 @@ from typing import Any, Optional
 
 import duckdb
 
+from medhelm_core.editions import load_edition
+
 from .analytics import write_analytics
+from .tables import suite_editions
 
 WIN_RATE_HEADER = {
     "value": "Mean win rate",
@@ -359,9 +362,6 @@ def group_table_stem(group: str, table: str, max_stem: Optional[int] = None) -> 
 def target_edition(conn: duckdb.DuckDBPyConnection):
     """The edition the summarize target's runs reproduce (one per target; a target of several, or
     of a suite run under two editions, reads as HELM 0.5.16's): it names the files."""
-    from medhelm_core.editions import load_edition
-    from .tables import suite_editions
-
     suites = [r[0] for r in conn.execute("SELECT DISTINCT suite FROM summarize_target").fetchall()]
     found = set(suite_editions(conn, suites).values())
     only = found.pop() if len(found) == 1 else None
