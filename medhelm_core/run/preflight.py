@@ -46,10 +46,10 @@ def validate_runs(ws: Workspace, entries: list[tuple[Any, dict]]) -> None:
     """Everything that can be checked before any row is written or any call is paid for, the
     deployments before any data is read or downloaded (`run_problems`), then every run's data files.
     The first problem stops the run, as one line naming the deployment or file and what to edit."""
-    problems = run_problems(ws, entries)
+    problems, to_download = _problems_and_downloads(ws, entries)
     if problems:
         raise MedhelmError(problems[0])
-    for entry, spec in entries:  # the public files not downloaded yet: only now that the rest is right
+    for entry, spec in to_download:  # the public files not downloaded yet: only now that the rest is right
         defn = ws.catalog.find_scenario(spec["scenario_spec"]["class_name"])
         existing_data_files(defn, spec["scenario_spec"]["args"], f"{entry.location or 'run entry'}: {spec['name']}")
 
@@ -59,6 +59,13 @@ def run_problems(ws: Workspace, entries: list[tuple[Any, dict]]) -> list[str]:
     data file missing (the user's, or a mirror's), a model or judge deployment not defined, without its key, with a placeholder key, an
     endpoint that is not a URL or a tokenizer that does not load, a metric that cannot be computed, no
     price under --budget. One line per problem, each deployment named once."""
+    return _problems_and_downloads(ws, entries)[0]
+
+
+def _problems_and_downloads(ws: Workspace, entries: list[tuple[Any, dict]]) -> tuple[list[str], list[tuple[Any, dict]]]:
+    """`run_problems`, and the first entry of each scenario spec whose public files are still to be
+    downloaded (each spec's files are looked at once, however many models run it)."""
+    to_download: list[tuple[Any, dict]] = []
     credentials = load_credentials(ws.local_path)
     problems: list[str] = []
     keys_line = missing_judge_keys(ws, entries, credentials)  # every public judge's key variable, in one line
@@ -72,13 +79,16 @@ def run_problems(ws: Workspace, entries: list[tuple[Any, dict]]) -> list[str]:
         if defn is None:
             problems.append(f"{where}: scenario {cls} is not implemented")
             continue
-        try:  # the files on disk (the user's own, a mirror's, the cache's): a look, no download
-            with cached_data_only():
-                existing_data_files(defn, spec["scenario_spec"]["args"], where)
-        except NotDownloadedYet:
-            pass  # downloaded once everything else is known to be right (validate_runs)
-        except MedhelmError as e:
-            problems.append(str(e))
+        data_key = ("data", json.dumps(spec["scenario_spec"], sort_keys=True, default=str))
+        if data_key not in checked:
+            checked.add(data_key)
+            try:  # the files on disk (the user's own, a mirror's, the cache's): a look, no download
+                with cached_data_only():
+                    existing_data_files(defn, spec["scenario_spec"]["args"], where)
+            except NotDownloadedYet:
+                to_download.append((entry, spec))  # once everything else is known to be right
+            except MedhelmError as e:
+                problems.append(str(e))
         model = spec["adapter_spec"]["model_deployment"]
         judges = _judges(ws, spec, where)
         if ("model", model) not in checked:
@@ -106,7 +116,7 @@ def run_problems(ws: Workspace, entries: list[tuple[Any, dict]]) -> list[str]:
                                 f"and output_per_million for it in {ws.settings.describe()} or "
                                 f"{ws.local_path}/medhelm_deployments.yaml")
                 checked.add(("price", name))
-    return problems
+    return problems, to_download
 
 
 def _credentials_file(ws: Workspace, credentials) -> str:
