@@ -118,6 +118,7 @@ class RunControls:
     parallel_runs: int | None = None  # runs at once (None: two per deployment the suite uses)
     on_outcome: Callable[[Any], None] | None = None  # told each run's outcome (run.suite.RunOutcome) as it ends
     started: Any = None  # run.suite.SuiteExecution begun before the Dagster run that records it (its step takes it)
+    expanded: Any = None  # (selection config, run entries) the command expanded: its register_suite takes them
 
 
 @dataclass

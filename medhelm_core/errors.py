@@ -54,3 +54,14 @@ def validation_message(exc) -> str:
         loc = ".".join(str(p) for p in err["loc"])
         parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
     return "; ".join(parts)
+
+
+def root_error(exc: BaseException) -> BaseException:
+    """The error our code raised, under the wrappers an executor puts around it (Dagster's step
+    errors carry it as `user_exception` or as their cause)."""
+    seen = exc
+    while True:
+        inner = getattr(seen, "user_exception", None) or seen.__cause__
+        if inner is None or inner is seen:
+            return seen
+        seen = inner

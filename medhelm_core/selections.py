@@ -1,5 +1,5 @@
 """What a user selects, spelled once: pydantic models that both the command line (argparse) and
-Dagster's run config (`dg.Config` subclasses in `assets/`) are built from.
+Dagster's run config (`dg.Config` subclasses in `medhelm_dagster/`) are built from.
 
 * `RunSelection`: helm-run's selection (`medhelm-run`, the `run_entries` asset);
 * `SummarizeSelection`: helm-summarize's (`medhelm-summarize`, the `summarize_target` asset);

@@ -61,7 +61,7 @@ def main() -> None:
                          [str(bindir / "medhelm-summarize"), "--suite", "oracle-private", "--output-path", "out",
                           "--schema-path", str(shared / "helm" / "schema_medhelm.yaml")])
             start_up = timed("start-up only (medhelm-run --help + dagster import)",
-                             [str(bindir / "python"), "-c", "import assets.definitions"])
+                             [str(bindir / "python"), "-c", "import medhelm_dagster.definitions"])
         finally:
             mock.terminate()
     print()

@@ -144,7 +144,7 @@ def main() -> None:
                     sys.exit(f"{' '.join(cmd)}: exit {done.returncode}\n{done.stderr[-4000:]}")
                 return time.perf_counter() - start
 
-            start_up = timed([str(bindir / "python"), "-c", "import assets.cli, assets.definitions"])
+            start_up = timed([str(bindir / "python"), "-c", "import medhelm_cli, medhelm_dagster.definitions"])
             launched = time.time()
             first = timed(run)
             ended = time.time()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from assets.resources import MEDHELM_ENV
+from medhelm_dagster.resources import MEDHELM_ENV
 from medhelm_core.storage import parse_storage
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
@@ -20,7 +20,7 @@ def test_the_dockerfile_installs_existing_extras_and_serves_the_definitions():
     extras = set(tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"])
     [wanted] = re.findall(r'pip install "\.\[([a-z0-9,]+)\]"', text)
     assert {"ducklake", "postgres", "k8s"} <= set(wanted.split(",")) <= extras
-    assert '"-m", "assets.definitions"' in text and "USER 1000" in text
+    assert '"-m", "medhelm_dagster.definitions"' in text and "USER 1000" in text
     for var in re.findall(r"(MEDHELM_[A-Z_]+)=", text):
         assert var in MEDHELM_ENV.values(), var
 
@@ -29,7 +29,7 @@ def test_the_helm_values_name_a_shared_store_and_no_secret():
     values = yaml.safe_load((DEPLOY / "helm" / "values.yaml").read_text())
     assert values["runLauncher"]["type"] == "K8sRunLauncher"
     [deployment] = values["dagster-user-deployments"]["deployments"]
-    assert deployment["dagsterApiGrpcArgs"] == ["-m", "assets.definitions"]
+    assert deployment["dagsterApiGrpcArgs"] == ["-m", "medhelm_dagster.definitions"]
     env = {e["name"]: e["value"] for e in deployment["env"]}
     storage = parse_storage(env.pop("MEDHELM_STORAGE"))
     assert storage.kind == "ducklake" and storage.data_path.startswith("gs://") and storage.password is None

@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # the README's commands that do.
 SERVER_TESTS = ["tests/helm_parity/test_readme_quickstart.py", "tests/helm_parity/test_readme_quickstart_public.py",
                 "tests/helm_parity/test_example.py",
-                "tests/helm_parity/test_demo_server_stops.py", "tests/assets/test_readme_dagster.py",
-                "tests/assets/test_dagster_postgres.py", "tests/test_ducklake.py"]
+                "tests/helm_parity/test_demo_server_stops.py", "tests/dagster_defs/test_readme_dagster.py",
+                "tests/dagster_defs/test_dagster_postgres.py", "tests/test_ducklake.py"]
 
 
 def test_the_readme_ports_are_held_while_a_server_test_runs():

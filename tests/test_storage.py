@@ -72,7 +72,7 @@ def test_run_summarize_serve_and_import_use_the_storage_and_not_the_output_path(
     """The example suite run into a file outside the output folder (flag), summarized from it (the
     environment), run again with nothing new to call, exported from it; a published suite imported
     into another file. HELM's files stay under the output path; no medhelm.duckdb appears there."""
-    from assets.cli import run_main, summarize_main
+    from medhelm_cli import run_main, summarize_main
     from medhelm_core import demo_server
     from medhelm_core.published.cli import main as import_main
     from medhelm_core.server.cli import export_main

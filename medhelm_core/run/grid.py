@@ -1,5 +1,5 @@
 """Where a run sits in the benchmark × model grid, the two dimensions Dagster's partition matrix
-shows (`assets/partitions.py`):
+shows (`medhelm_dagster/partitions.py`):
 
 * benchmark: the HELM run name without its `model=` and `model_deployment=` arguments, commas as
   spaces (`med_dialog subset=icliniq:num_output_tokens=4000`, `medcalc_bench`);

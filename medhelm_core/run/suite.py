@@ -107,21 +107,36 @@ def up_to_date(ws: Workspace, runs: list[RunRef]) -> set[RunRef]:
             and (run_dir(ws.output_path, r.suite, r.run_name) / "stats.json").exists()}
 
 
-def unchanged(ws: Workspace, suite_name: str, entries: list[tuple]) -> bool:
-    """Every run of these (run entry, run spec) pairs completed with exactly these specs and the
-    same inputs, and its files are on disk: there is nothing to do, not even to register."""
+@dataclass
+class SuitePlan:
+    """What an invocation of these run entries has to do, decided once. `fresh` is the runs that are
+    up to date, known before anything is registered when every run is registered with exactly these
+    specs and every dataset is current (registering changes nothing then); else None, and the
+    execution decides after registration and the datasets (`SuiteExecution`)."""
+
+    runs: list[RunRef]
+    fresh: set[RunRef] | None
+
+    @property
+    def nothing_to_do(self) -> bool:
+        """Every run is up to date: no call, nothing to register, no Dagster run."""
+        return self.fresh is not None and self.fresh == set(self.runs)
+
+
+def plan_suite(ws: Workspace, suite_name: str, entries: list[tuple]) -> SuitePlan:
+    """The plan of these (run entry, run spec) pairs of `suite_name`."""
+    runs = [RunRef(suite_name, spec["name"]) for _, spec in entries]
     if not ws.store.exists():
-        return False
+        return SuitePlan(runs, None)
     with ws.store.connect() as conn:
         stored = dict(conn.execute("SELECT run_name, run_spec FROM run_entries WHERE suite = ?"
                                    " AND coalesce(edition, ?) = ?", [suite_name, DEFAULT_EDITION, ws.edition]).fetchall())
     if any(spec["name"] not in stored or json.loads(stored[spec["name"]]) != spec for _, spec in entries):
-        return False
+        return SuitePlan(runs, None)
     partitions = {scenario_partition_key(spec["scenario_spec"], ws.edition) for _, spec in entries}
     if not all(dataset_layer.is_current(ws, key) for key in partitions):
-        return False
-    runs = [RunRef(suite_name, spec["name"]) for _, spec in entries]
-    return up_to_date(ws, runs) == set(runs)
+        return SuitePlan(runs, None)
+    return SuitePlan(runs, up_to_date(ws, runs))
 
 
 def _record_fingerprint(ws: Workspace, run: RunRef) -> None:
@@ -248,10 +263,13 @@ class SuiteExecution:
     endpoint busy while Dagster plans that run (`RunControls.started`, taken by its step)."""
 
     def __init__(self, ws: Workspace, runs: list[RunRef], stages: Iterable[str] = STAGES,
-                 parallel: int | None = None):
+                 parallel: int | None = None, fresh: set[RunRef] | None = None):
         self.stages = [s for s in STAGES if s in set(stages)]
         self.runs = list(runs)
-        fresh = up_to_date(ws, self.runs) if self.stages == list(STAGES) else set()
+        if self.stages != list(STAGES):
+            fresh = set()  # a subset of the layers: each one asked for is done again
+        elif fresh is None:  # not decided by the caller's plan (`plan_suite`)
+            fresh = up_to_date(ws, self.runs)
         self.reused = [RunOutcome(run, stages=list(self.stages), reused=True) for run in self.runs if run in fresh]
         todo = [r for r in self.runs if r not in fresh]
         self.futures: list = []
@@ -278,6 +296,14 @@ class SuiteExecution:
         except BaseException:
             self.close()
             raise
+
+    def take_reused(self) -> list[RunOutcome]:
+        """The up-to-date runs' outcomes, taken out: what is left is the runs being run (those a
+        Dagster run over their cells takes over, `take_started`)."""
+        reused, self.reused = self.reused, []
+        done = {o.run for o in reused}
+        self.runs = [r for r in self.runs if r not in done]
+        return reused
 
     def matches(self, runs: Iterable[RunRef], stages: Iterable[str]) -> bool:
         return set(self.runs) == set(runs) and self.stages == [s for s in STAGES if s in set(stages)]

@@ -184,7 +184,7 @@ def test_bad_folders_get_one_line_errors(tmp_path):
 
 def test_a_new_benchmark_is_one_folder_plus_its_conf_line(tmp_path, monkeypatch):
     """The toy benchmark runs end to end from a temp folder: medhelm-run --benchmark-path, then the leaderboard."""
-    from assets.cli import run_main, summarize_main
+    from medhelm_cli import run_main, summarize_main
     from medhelm_core import demo_server
 
     toy_folder(tmp_path / "benchmarks")

@@ -553,7 +553,7 @@ GATED_ENTRIES = {
 
 @pytest.mark.parametrize("name", list(GATED_ENTRIES))
 def test_missing_gated_data_is_one_line_before_anything_runs(name, tmp_path, capsys):
-    from assets.cli import run_main
+    from medhelm_cli import run_main
 
     prod_env = tmp_path / "prod_env"
     prod_env.mkdir()
@@ -625,7 +625,7 @@ def test_real_cl100k_tokenizer(tmp_path):
 def test_gated_runs_end_to_end(tmp_path, monkeypatch, mock_server):
     import yaml
 
-    from assets.cli import run_main, summarize_main
+    from medhelm_cli import run_main, summarize_main
     from tests.oracle import SHARED
 
     (tmp_path / "rrs").mkdir()

@@ -223,7 +223,7 @@ RUN_NAME = f"shc_ptbm_med:model={VARIANT.replace('/', '_')},model_deployment={VA
 @needs_dspy
 @needs_shared
 def test_dspy_variant_end_to_end(tmp_path, monkeypatch, mock_server):
-    from assets.cli import run_main, summarize_main
+    from medhelm_cli import run_main, summarize_main
     from medhelm_core.clients import dspy_program as dspy_client
 
     monkeypatch.setattr(dspy_client, "AGENT_CACHE_DIR", tmp_path / "agent_cache")
@@ -288,7 +288,7 @@ def test_dspy_variant_end_to_end(tmp_path, monkeypatch, mock_server):
 def test_unparseable_answer_fails_the_request(tmp_path, monkeypatch, mock_server, capsys):
     """Against the raw mock (plain "A"/"B" answers) DSPy's ChatAdapter and its JSON fallback cannot
     parse the answer: HELM's client returns success=False and the run fails; so does ours."""
-    from assets.cli import run_main
+    from medhelm_cli import run_main
 
     _workspace(tmp_path, mock_server.base_url, None)
     monkeypatch.chdir(tmp_path)

@@ -172,7 +172,7 @@ def test_medhelms_quickstart_line_resolves_helms_builtin_huggingface_gpt2(tmp_pa
     """MedHELM's documented line, with no prod_env: the run entry resolves through HELM's built-in
     registry (transcribed); offline and without GPT-2's weights the run stops before any call, in one
     line naming the hub id and the cache folder."""
-    from assets.cli import run_main
+    from medhelm_cli import run_main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))

@@ -5,7 +5,7 @@ import re
 import shutil
 from pathlib import Path
 
-from assets.cli import run_main
+from medhelm_cli import run_main
 from tests.mock_server import ScriptedServer
 from tests.oracle import SHARED
 

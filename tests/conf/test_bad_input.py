@@ -6,7 +6,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from assets.cli import run_main
+from medhelm_cli import run_main
 from tests.oracle import SYNTHETIC
 
 
@@ -104,7 +104,7 @@ def test_secret_never_printed(work, capsys):
 
 
 def test_summarize_of_a_suite_that_does_not_exist(work, capsys):
-    from assets.cli import summarize_main
+    from medhelm_cli import summarize_main
 
     for extra in ([], ["--auto-generate-schema"]):  # nothing run yet: no file at all
         code = summarize_main(["--suite", "nope", "--output-path", "out", *extra])

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from assets.cli import run_main
+from medhelm_cli import run_main
 from medhelm_core.catalog import default_catalog
 from medhelm_core.conf import load_model_registry, read_run_entries, run_entries_to_run_specs
 from tests.oracle import SHARED

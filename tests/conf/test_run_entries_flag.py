@@ -1,5 +1,5 @@
 """helm-run's `--run-entries` (`-r`): descriptions given on the command line, with or instead of confs."""
-from assets.cli import run_main
+from medhelm_cli import run_main
 from tests.oracle import SYNTHETIC
 
 PROD_ENV = str(SYNTHETIC / "inputs" / "prod_env")

@@ -9,8 +9,8 @@ from medhelm_core.selections import RunSelection, SummarizeSelection, add_argume
 
 
 def test_dagster_configs_are_the_selections():
-    from assets.leaderboard import SummarizeConfig
-    from assets.pipeline import RunEntriesConfig
+    from medhelm_dagster.leaderboard import SummarizeConfig
+    from medhelm_dagster.pipeline import RunEntriesConfig
 
     assert RunEntriesConfig.model_fields.keys() == RunSelection.model_fields.keys()
     assert SummarizeConfig.model_fields.keys() == SummarizeSelection.model_fields.keys()
@@ -43,7 +43,7 @@ def test_switches_aliases_and_command_line_defaults():
 
 
 def test_the_import_resource_is_the_import_selection(monkeypatch):
-    from assets.published import PublishedResource
+    from medhelm_dagster.published import PublishedResource
     from medhelm_core.published.cli import build_parser
     from medhelm_core.selections import ImportSelection
 

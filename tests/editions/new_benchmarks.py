@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 import pytest
 
-from assets.cli import run_main, summarize_main
+from medhelm_cli import run_main, summarize_main
 from tests.mock_server import MockServer
 from tests.oracle import MEDHELM_080, load
 from tests.parity import assert_stats_equal, lay_out_inputs

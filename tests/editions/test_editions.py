@@ -90,7 +90,7 @@ def test_a_stop_cut_is_redone_on_the_text_the_api_returned():
 
 
 def test_medhelm_summarize_needs_a_suite_under_medhelm_080(capsys, tmp_path):
-    from assets.cli import summarize_main
+    from medhelm_cli import summarize_main
 
     with pytest.raises(SystemExit) as exc:
         summarize_main(["--edition", "medhelm-0.8.0", "--output-path", str(tmp_path)])
@@ -104,7 +104,7 @@ def test_medhelm_summarize_needs_a_suite_under_medhelm_080(capsys, tmp_path):
 def test_health_admin_bench_stops_before_any_call_saying_what_it_needs(tmp_path, capsys, monkeypatch):
     """medhelm 0.8.0's public conf names health_admin_bench (a Playwright agent against a remote portal):
     its run entry expands and lists, and a run stops before anything is asked, in one line."""
-    from assets.cli import run_main
+    from medhelm_cli import run_main
 
     conf = tmp_path / "public.conf"
     conf.write_text('entries: [{description: "health_admin_bench:task_set=prior_auth,difficulty=easy,'

@@ -4,7 +4,7 @@ As in that golden run, the 7-patient eicu.sqlite and the e172ec8 train.json (ins
 in for the two files the offline snapshot lacks (the Google Drive database, the 4 MiB train.json)."""
 import pytest
 
-from assets.cli import run_main, summarize_main
+from medhelm_cli import run_main, summarize_main
 from tests.oracle import MEDHELM_080, SHARED, load, run_dirs
 from tests.parity import assert_group_cells_equal, assert_stats_equal, group_files, lay_out_inputs, mirror_with
 

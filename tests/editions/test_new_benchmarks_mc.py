@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from assets.cli import run_main
+from medhelm_cli import run_main
 from tests.editions.new_benchmarks import assert_run_equals_medhelm, golden_runs
 
 BENCHMARKS = ["synt_family_disclosure", "synt_right_of_access", "synt_written_consent", "medxpert_qa_text"]

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from assets.cli import run_main, summarize_main  # noqa: E402
+from medhelm_cli import run_main, summarize_main  # noqa: E402
 from tests.oracle import SHARED, load, run_dirs  # noqa: E402
 from tests.parity import (assert_display_files_equal, assert_leaderboard_equal,  # noqa: E402
                           assert_stats_equal, scenario_states)

@@ -4,7 +4,7 @@ produced ../shared/oracle/synthetic (HELM 0.5.16) and ../shared/oracle/medhelm-0
 import duckdb
 import pytest
 
-from assets.cli import run_main, summarize_main
+from medhelm_cli import run_main, summarize_main
 from tests.oracle import SHARED, SYNTHETIC, SYNTHETIC_080, load, run_dirs
 from tests.parity import (EXEMPT, assert_display_files_equal, assert_leaderboard_equal, assert_stats_equal,
                           lay_out_inputs, scenario_states)

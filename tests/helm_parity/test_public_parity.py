@@ -8,7 +8,7 @@ import time
 import duckdb
 import pytest
 
-from assets.cli import run_main, summarize_main
+from medhelm_cli import run_main, summarize_main
 from tests.oracle import PUBLIC, PUBLIC_080, SHARED, load, run_dirs
 from tests.parity import (assert_display_files_equal, assert_leaderboard_equal, assert_stats_equal,
                           lay_out_inputs, mirror_with, scenario_states)

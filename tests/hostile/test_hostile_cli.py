@@ -413,7 +413,7 @@ def test_two_runs_and_an_import_on_one_output_path_all_succeed(tmp_path):
 def test_the_first_commands_on_a_new_output_path_create_dagsters_storage_in_turn(tmp_path):
     """Two `medhelm-run`s started at once on a new output path both create its Dagster home's SQLite
     storage; at once, Dagster's migrations race ("table secondary_indexes already exists")."""
-    code = ("import sys; sys.path.insert(0, sys.argv[2]); from assets.cli import dagster_instance; "
+    code = ("import sys; sys.path.insert(0, sys.argv[2]); from medhelm_dagster.instance import dagster_instance; "
             "i = dagster_instance(sys.argv[1]); i.event_log_storage.get_asset_keys(); i.get_runs_count()")
     env = {k: v for k, v in _env().items() if k != "DAGSTER_HOME"}
     for trial in range(2):

@@ -35,7 +35,7 @@ _NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "venv", "build", "dist", 
 # Run inside the new venv: where the packages come from, and the package data they read.
 _PROBE = """
 import json, sys
-import assets, medhelm_core
+import medhelm_dagster, medhelm_core
 from medhelm_core import resources as r
 from medhelm_core.jury.judges import annotator_models_from_config
 from medhelm_core.ratelimit import SettingsRegistry

@@ -182,7 +182,7 @@ def test_the_choice_ends_with_the_expansion(tmp_path):
 
 
 def test_dagster_config_carries_the_choice():
-    from assets.pipeline import RunEntriesConfig
+    from medhelm_dagster.pipeline import RunEntriesConfig
 
     assert RunEntriesConfig().judges == "stanford"
     assert RunEntriesConfig(judges="public:gpt").judges == "public:gpt"

@@ -53,7 +53,7 @@ def test_the_device_is_written_as_asked_and_auto_is_helms_rule_here():
 
 RUN_IT = r'''
 import sys
-from assets.cli import run_main
+from medhelm_cli import run_main
 sys.exit(run_main(sys.argv[1:]))
 '''
 

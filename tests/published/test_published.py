@@ -341,7 +341,7 @@ def test_own_suite_and_published_release_in_one_leaderboard(tmp_path):
     prefixed = do_import(out, str(mine_out), suite="mine", suite_prefix="published-")
     assert prefixed.local_suites == ["published-mine"]
 
-    from assets.cli import summarize_main
+    from medhelm_cli import summarize_main
 
     rc = summarize_main(["--suites", "mine", "public-n50", "--release", "combined", "-o", str(out),
                          "--schema", str(ROOT / "schema" / "schema_medhelm.yaml")])
@@ -358,8 +358,8 @@ def test_dagster_source_asset_follows_the_bucket(gcs, tmp_path):
     import dagster as dg
     from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 
-    from assets.published import PUBLISHED_ASSETS, PublishedResource
-    from assets.resources import MedhelmResource
+    from medhelm_dagster.published import PUBLISHED_ASSETS, PublishedResource
+    from medhelm_dagster.resources import MedhelmResource
 
     instance = dg.DagsterInstance.ephemeral()
     resources = {"published": PublishedResource(source=gcs.uri(PUB_PREFIX), suite="public-n50"),

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from assets.cli import run_main
+from medhelm_cli import run_main
 from medhelm_core.store import Store
 from tests.mock_server import MockServer
 from tests.oracle import SYNTHETIC, load, run_dirs
@@ -108,7 +108,7 @@ _RUN = """
 import sys, time
 from pathlib import Path
 from medhelm_core import engine
-from assets.cli import run_main
+from medhelm_cli import run_main
 marker = {marker!r}
 if marker:
     original, calls = engine.CompletionEngine._commit_batch, []
@@ -262,9 +262,9 @@ def test_a_dagster_runs_budget_is_its_run_config(tmp_path, monkeypatch, capsys):
     """What the launchpad sets (`ops: layers: config: budget_usd`) caps that Dagster run as --budget does."""
     import dagster as dg
 
-    from assets.definitions import defs
-    from assets.partitions import grid_partitions, grid_range_tags
-    from assets.resources import MedhelmResource
+    from medhelm_dagster.definitions import defs
+    from medhelm_dagster.partitions import grid_partitions, grid_range_tags
+    from medhelm_dagster.resources import MedhelmResource
     from medhelm_core.engine import RunControls
     from medhelm_core.run.grid import Cell
 

@@ -2,7 +2,7 @@
 a suite with private-tier runs says where their text goes before the first call."""
 import pytest
 
-from assets.cli import run_main
+from medhelm_cli import run_main
 from tests.oracle import SYNTHETIC
 from tests.parity import lay_out_inputs
 

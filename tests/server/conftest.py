@@ -16,7 +16,7 @@ RELEASE = "medhelm-example"
 @pytest.fixture(scope="session")
 def example(tmp_path_factory):
     """The example suite run and summarized (auto schema) -> (output path, prod_env)."""
-    from assets.cli import run_main, summarize_main
+    from medhelm_cli import run_main, summarize_main
     from medhelm_core import demo_server
 
     tmp = tmp_path_factory.mktemp("server_example")
@@ -50,7 +50,7 @@ def medhelm_schema_copy(example, tmp_path_factory):
     """A copy of the example summarized as a release with schema_medhelm.yaml (medhelm_scenarios + five
     categories); the suite's own (auto-schema) leaderboard stays in the file but is no longer the last
     summarize target."""
-    from assets.cli import summarize_main
+    from medhelm_cli import summarize_main
 
     out, prod_env = example
     copy = tmp_path_factory.mktemp("server_medhelm") / "out"

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from scipy.stats import kendalltau
 
-from assets.cli import run_main, summarize_main
+from medhelm_cli import run_main, summarize_main
 from medhelm_core.editions import known_editions, load_edition
 from medhelm_core.published.cli import main as import_main
 from medhelm_core.published.leaderboard import rebuild_target

@@ -69,8 +69,8 @@ def test_the_readme_dg_commands_print_no_warning_and_no_debug_lines(tmp_path):
 
 
 def test_the_leaderboard_group_runs_one_step_per_asset():
-    from assets.definitions import defs
-    from assets.leaderboard import SUMMARY_ASSETS
+    from medhelm_dagster.definitions import defs
+    from medhelm_dagster.leaderboard import SUMMARY_ASSETS
 
     job = defs.resolve_implicit_global_asset_job_def().get_subset(
         asset_selection={k for a in SUMMARY_ASSETS for k in a.keys},

@@ -7,11 +7,11 @@ from typing import Optional
 
 import dagster as dg
 
-from assets.backfills import BACKFILL_TAG, backfill_partitions, claimed
-from assets.errors import user_errors
+from medhelm_dagster.backfills import BACKFILL_TAG, backfill_partitions, claimed
+from medhelm_dagster.errors import user_errors
 
-from assets.partitions import benchmark_partitions, grid_partitions, model_partitions, scenario_partitions
-from assets.resources import MedhelmResource, RunControlsParam
+from medhelm_dagster.partitions import benchmark_partitions, grid_partitions, model_partitions, scenario_partitions
+from medhelm_dagster.resources import MedhelmResource, RunControlsParam
 from medhelm_core.costs import Budget
 from medhelm_core.engine import RunControls
 from medhelm_core.run import checks as run_checks
@@ -36,9 +36,10 @@ class RunEntriesConfig(dg.Config, RunSelection):
           description="The run entries a suite asks for (HELM .conf files expanded into run specs).")
 @user_errors
 def run_entries(context: dg.AssetExecutionContext, config: RunEntriesConfig,
-                medhelm: MedhelmResource) -> dg.MaterializeResult:
+                medhelm: MedhelmResource, run_controls: RunControlsParam) -> dg.MaterializeResult:
     ws = medhelm.workspace().for_edition(config.edition)
-    entries = entry_layer.expand_selection(ws, config)
+    # medhelm-run expanded this very selection already: its entries, else the confs expanded here.
+    entries = entry_layer.take_expanded(run_controls, config) or entry_layer.expand_selection(ws, config)
     runs = entry_layer.register_runs(ws, config.suite, entries)
     cells = entry_layer.cells_of(config.suite, entries)
     add_grid_keys(context.instance, cells)
@@ -136,7 +137,7 @@ def run_layers(context: dg.AssetExecutionContext, config: LayersConfig, medhelm:
         yield from _run_cells(context, config, ws, run_controls, keys)
         return
     with claimed(ws.output_path / "dagster_backfills", backfill_id) as claim:
-        if not claim.done:  # this run does the whole backfill's grid (assets/backfills.py)
+        if not claim.done:  # this run does the whole backfill's grid (medhelm_dagster/backfills.py)
             mine = set(keys)
             keys = [k for k in backfill_partitions(context, backfill_id) if k not in mine] + keys
         yield from _run_cells(context, config, ws, run_controls, keys)

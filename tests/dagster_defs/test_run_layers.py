@@ -8,8 +8,8 @@ import threading
 import dagster as dg
 from dagster._core.storage.dagster_run import RunsFilter
 
-from assets.cli import run_main
-from assets.partitions import grid_partitions
+from medhelm_cli import run_main
+from medhelm_dagster.partitions import grid_partitions
 from tests.oracle import SYNTHETIC
 from tests.parity import lay_out_inputs
 

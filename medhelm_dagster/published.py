@@ -23,9 +23,9 @@ import os
 
 import dagster as dg
 
-from assets.errors import user_errors
-
-from assets.resources import MedhelmResource, env_bound
+from medhelm_dagster.errors import user_errors
+from medhelm_dagster.resources import MedhelmResource, env_bound
+from medhelm_core.published.freshness import code_fingerprint
 from medhelm_core.published.importer import Importer, list_target, wanted_kinds
 from medhelm_core.published.leaderboard import rebuild_and_compare
 from medhelm_core.published.rescore import rescore_target
@@ -35,6 +35,9 @@ from medhelm_core.selections import ImportSelection
 PUBLISHED_ENV = {"source": "MEDHELM_PUBLISHED_SOURCE", "release": "MEDHELM_PUBLISHED_RELEASE",
                  "suite": "MEDHELM_PUBLISHED_SUITE", "suite_prefix": "MEDHELM_PUBLISHED_SUITE_PREFIX",
                  "token": "MEDHELM_PUBLISHED_TOKEN"}
+# What the import, the rebuild and the rescore compute with: the package's code digest (the one the
+# imported targets' freshness uses), so Dagster marks them stale when the code changes.
+CODE_VERSION = code_fingerprint()[:12]
 NOT_CONFIGURED = ("published results: not followed: set the `published` resource's release "
                   "('latest' for the newest on GCS) or suite, and source for a local copy, in the launchpad or "
                   "with $MEDHELM_PUBLISHED_RELEASE / $MEDHELM_PUBLISHED_SOURCE")
@@ -85,7 +88,7 @@ def published_results(published: PublishedResource) -> dg.ObserveResult:
 
 
 @dg.asset(name="published_import", group_name="published", deps=[published_results], kinds={"gcs", "duckdb"},
-          code_version="1", automation_condition=dg.AutomationCondition.eager(),
+          code_version=CODE_VERSION, automation_condition=dg.AutomationCondition.eager(),
           description="Incremental import of the published runs, stats, per-instance stats (and completions) "
                       "into the published_* tables and the runs/run_stats summarize inputs. Follows nothing until "
                       "the `published` resource names a release or suite.")
@@ -104,7 +107,7 @@ def published_import(context: dg.AssetExecutionContext, published: PublishedReso
 
 
 @dg.asset(name="published_leaderboard_comparison", group_name="published", deps=[published_import],
-          kinds={"sql", "duckdb"}, code_version="1", automation_condition=dg.AutomationCondition.eager(),
+          kinds={"sql", "duckdb"}, code_version=CODE_VERSION, automation_condition=dg.AutomationCondition.eager(),
           description="The release's leaderboard rebuilt with our SQL models from the published stats and the "
                       "release's own schema.json, compared cell by cell (table leaderboard_comparison).")
 @user_errors
@@ -123,7 +126,7 @@ def published_leaderboard_comparison(context: dg.AssetExecutionContext, publishe
 
 
 @dg.asset(name="published_rescore", group_name="published", deps=[published_import], kinds={"duckdb"},
-          code_version="1",
+          code_version=CODE_VERSION,
           description="Our metrics on the published completions and judge annotations, compared with the published "
                       "per-instance stats (table rescore_comparison). Needs with_completions.")
 @user_errors

@@ -1,4 +1,4 @@
-"""The code location: `dagster dev -w workspace.yaml` or `dagster asset materialize -m assets.definitions`."""
+"""The code location: `dagster dev -w workspace.yaml` or `dagster asset materialize -m medhelm_dagster.definitions`."""
 import warnings
 
 import dagster as dg
@@ -6,11 +6,11 @@ import dagster as dg
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
-from assets.leaderboard import SUMMARY_ASSETS  # noqa: E402
-from assets.partitions import grid_partitions, scenario_partitions  # noqa: E402
-from assets.pipeline import DATASET_ASSETS, PER_RUN_ASSETS, run_entries  # noqa: E402
-from assets.published import PUBLISHED_ASSETS, PublishedResource  # noqa: E402
-from assets.resources import MedhelmResource  # noqa: E402
+from medhelm_dagster.leaderboard import SUMMARY_ASSETS  # noqa: E402
+from medhelm_dagster.partitions import grid_partitions, scenario_partitions  # noqa: E402
+from medhelm_dagster.pipeline import DATASET_ASSETS, PER_RUN_ASSETS, run_entries  # noqa: E402
+from medhelm_dagster.published import PUBLISHED_ASSETS, PublishedResource  # noqa: E402
+from medhelm_dagster.resources import MedhelmResource  # noqa: E402
 from medhelm_core.engine import RunControls  # noqa: E402
 
 # The jobs medhelm-run launches, in order (the UI and `dg launch` launch the same ones):

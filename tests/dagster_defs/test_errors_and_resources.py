@@ -3,8 +3,8 @@ import: plain defaults, or dg.EnvVar bindings resolved when a run starts)."""
 import dagster as dg
 import pytest
 
-from assets.errors import error_metadata, user_errors
-from assets.resources import MedhelmResource
+from medhelm_dagster.errors import error_metadata, user_errors
+from medhelm_dagster.resources import MedhelmResource
 from medhelm_core.errors import MedhelmError
 
 

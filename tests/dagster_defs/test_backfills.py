@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from assets.backfills import claimed
+from medhelm_dagster.backfills import claimed
 
 
 def _hold(folder, backfill_id, seconds, finish, started):

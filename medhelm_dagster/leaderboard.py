@@ -7,9 +7,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.errors import user_errors
+from medhelm_dagster.errors import user_errors
 
-from assets.resources import MedhelmResource
+from medhelm_dagster.resources import MedhelmResource
 from medhelm_core.run.scores import stored_run_outputs, write_files as write_run_files
 from medhelm_core.run.workspace import RunRef
 from medhelm_core.selections import SummarizeSelection

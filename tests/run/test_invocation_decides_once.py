@@ -1,0 +1,60 @@
+"""`medhelm-run` expands its confs once and decides once which runs are up to date (issue 41):
+the register_suite job takes the entries the command expanded, and the execution the command
+starts takes the plan's verdict. A rerun with nothing new decides from the plan alone, without
+registering anything or starting a Dagster run."""
+from pathlib import Path
+
+from medhelm_cli import run_main
+from medhelm_core.run import entries as entry_layer
+from medhelm_core.run import suite as suite_layer
+from tests.mock_server import MockServer
+from tests.oracle import SYNTHETIC
+from tests.parity import lay_out_inputs
+
+ARGS = ["--conf-paths", "work/conf/private.conf", "--suite", "once", "--max-eval-instances", "3",
+        "--output-path", "out", "--local-path", "work/prod_env"]
+
+
+def _counting(monkeypatch, module, name: str) -> list:
+    calls, real = [], getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def _dagster_runs(home: Path) -> int:
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        return instance.get_runs_count()
+
+
+def test_one_expansion_and_one_up_to_date_decision_per_invocation(tmp_path, monkeypatch, capsys):
+    server = MockServer()
+    try:
+        env = lay_out_inputs(SYNTHETIC / "inputs", tmp_path, server.base_url) / "prod_env"
+        (env / "credentials.conf").write_text('mockaiApiKey: "sk-mock-not-a-secret"\n')
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+        expansions = _counting(monkeypatch, entry_layer, "expand_selection")
+        decisions = _counting(monkeypatch, suite_layer, "up_to_date")
+        registered = _counting(monkeypatch, entry_layer, "register_runs")
+
+        assert run_main(ARGS) == 0
+        runs = len(registered[0][2])
+        assert runs > 1
+        assert (len(expansions), len(decisions), len(registered)) == (1, 1, 1)
+        first_dagster_runs = _dagster_runs(tmp_path / "dagster_home")
+        assert "0 reused" in capsys.readouterr().err
+
+        expansions.clear(), decisions.clear(), registered.clear()
+        assert run_main(ARGS) == 0
+        assert (len(expansions), len(decisions), len(registered)) == (1, 1, 0)
+        assert _dagster_runs(tmp_path / "dagster_home") == first_dagster_runs
+        assert f"{runs} runs: {runs} reused, 0 new calls" in capsys.readouterr().err
+    finally:
+        server.close()
