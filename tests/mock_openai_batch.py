@@ -16,6 +16,10 @@ OpenAI flavour: prefix `/v1`, line url and endpoint `/v1/chat/completions`, `Aut
 Azure flavour: prefix `/openai`, `?api-version=` required, `api-key` header, line url and endpoint
 `/chat/completions`, the body's `model` a (global batch) deployment name, the same on every line.
 
+Online chat completions at the same base URL (`POST {prefix}/chat/completions`, Azure's
+`{prefix}/deployments/{name}/chat/completions`) are answered too, as the vendors serve both, and counted
+in `online`.
+
 Each request is answered by `answer(body_bytes) -> (status, body)`; `forward_to(base_url)` answers it
 as an online OpenAI-compatible server does (the repo's mock: ../shared/tools/mock_openai_server.py), so
 batch answers can be compared with online ones. `item_errors` {custom_id: (status, body)} overrides.
@@ -97,6 +101,7 @@ class MockBatchServer:
         self.uploads: list[bytes] = []             # every uploaded file's bytes
         self.creates = 0                           # POST /batches accepted
         self.answered: list[str] = []              # custom_ids run (answered) so far
+        self.online: list[bytes] = []              # bodies of online chat completions (not batched)
         self._clock = 1_700_000_000
         server = self
 
@@ -205,6 +210,9 @@ class MockBatchServer:
             return self._upload(h, raw)
         if rest == ["batches"]:
             return self._create(h, raw)
+        if rest == ["chat", "completions"] or (len(rest) == 4 and rest[0] == "deployments"
+                                               and rest[2:] == ["chat", "completions"]):
+            return self._online(h, raw)
         if len(rest) == 3 and rest[0] == "batches" and rest[2] == "cancel":
             with self.lock:
                 batch = self.batches.get(rest[1])
@@ -215,6 +223,14 @@ class MockBatchServer:
                     batch["cancelling_at"] = self._now()
                 return h._send(200, _public(batch))
         return h._error(404, "Unknown path", "not_found")
+
+    def _online(self, h, raw: bytes) -> None:
+        """An online chat completion at the same base URL (a vendor serves both), answered as a batch
+        line with this body would be; counted in `online`."""
+        status, body = self.answer(raw)
+        with self.lock:
+            self.online.append(raw)
+        h._send(status, body)
 
     def _upload(self, h, raw: bytes) -> None:
         ctype = h.headers.get("Content-Type", "")

@@ -13,7 +13,8 @@
   killed process never submits the same keys twice.
 * `lifecycle`: submit, resume after a crash, poll, collect.
 
-No Dagster here; the completion engine and the sensor drive these.
+No Dagster here; `medhelm_core.run.batch_pass` drives these for a suite's runs (model, then jury), before
+the online runs find the answers stored.
 """
 from __future__ import annotations
 

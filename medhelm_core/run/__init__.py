@@ -10,7 +10,9 @@
     checks       RUN_CHECKS: SQL questions about one run (the per-run asset checks)
     suite        run_suite: many runs at once, one engine, up-to-date runs reused
     preflight    validate_runs: data files and deployments checked before anything is sent
-    estimate     estimate_runs: tokens and dollars, before anything is sent
+    batch_pass   batch_pass: the runs' model and judge requests through the vendors' batch APIs, stored
+                 as the completions layer stores them, before the online runs
+    estimate     estimate_runs: tokens and dollars, before anything is sent (with_batch_prices: by batch)
 
 Each layer function takes a `Workspace` and one run (or scenario spec), reads its inputs from DuckDB
 and replaces its own rows in one transaction. The Dagster assets and the command line both call

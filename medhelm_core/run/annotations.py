@@ -26,9 +26,12 @@ def request_state(state_json: str | dict, result: dict | None, annotations: dict
     return ordered
 
 
-def load_request_states(ws: Workspace, run: RunRef, with_annotations: bool = True) -> list[dict]:
+def load_request_states(ws: Workspace, run: RunRef, with_annotations: bool = True,
+                        answered_only: bool = False) -> list[dict]:
     """The run's request states with results (and annotations), in HELM's order; each answer read
-    as the run's edition reads it (`Workspace.completion_view`)."""
+    as the run's edition reads it (`Workspace.completion_view`). `answered_only`: the states whose
+    answer is stored (the batch pass judges those while the rest are still in a vendor's batch),
+    instead of an error for the first one without."""
     with ws.store.connect() as conn:
         entry = conn.execute("SELECT edition, deployment FROM run_entries WHERE suite = ? AND run_name = ?",
                              [run.suite, run.run_name]).fetchone()
@@ -47,6 +50,8 @@ def load_request_states(ws: Workspace, run: RunRef, with_annotations: bool = Tru
     states, unknown = [], 0
     for pos, state, result, deployment, untruncated in rows:
         if result is None:
+            if answered_only:
+                continue
             raise MedhelmError(f"{run.run_name}: request {pos} has no completion yet; materialize completions first")
         st, result = json.loads(state), json.loads(result)
         if deployment not in views:

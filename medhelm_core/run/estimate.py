@@ -32,6 +32,10 @@ class EstimateRow:
     output_tokens: int = 0
     usd: float | None = 0.0
     approximate: bool = False  # prompt tokens counted by tokenizers.ApproximateTokenizer
+    # `with_batch_prices`: the same calls where the batched deployments go through their batch API
+    # (their batch price; the online price for the others), and whether this row's deployment batches.
+    batch_usd: float | None = None
+    batched: bool = False
 
 
 @dataclass
@@ -51,16 +55,29 @@ class Estimate:
     def total_usd(self) -> float:
         return sum(r.usd or 0.0 for r in self.rows)
 
+    @property
+    def priced_for_batch(self) -> bool:
+        """`with_batch_prices` was applied and some deployment batches."""
+        return any(r.batched for r in self.rows)
+
+    @property
+    def total_batch_usd(self) -> float:
+        return sum((r.batch_usd if r.batch_usd is not None else r.usd) or 0.0 for r in self.rows)
+
     def by_deployment(self) -> list[EstimateRow]:
         out: dict[tuple, EstimateRow] = {}
         for r in self.rows:
+            first = (r.deployment, r.kind) not in out
             agg = out.setdefault((r.deployment, r.kind), EstimateRow("", r.kind, r.deployment))
             agg.calls += r.calls
             agg.reused += r.reused
             agg.prompt_tokens += r.prompt_tokens
             agg.output_tokens += r.output_tokens
             agg.usd = None if (agg.usd is None or r.usd is None) else agg.usd + r.usd
+            agg.batch_usd = r.batch_usd if first else (
+                None if (agg.batch_usd is None or r.batch_usd is None) else agg.batch_usd + r.batch_usd)
             agg.approximate = agg.approximate or r.approximate
+            agg.batched = agg.batched or r.batched
         return list(out.values())
 
 
@@ -173,6 +190,23 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
             jr.usd = price(jr.deployment, jr.prompt_tokens, jr.output_tokens)
             jr.approximate = jr.calls > 0 and approximate(jr.deployment)
             est.rows.append(jr)
+    return est
+
+
+def with_batch_prices(ws, est: Estimate, force_batch: bool = False) -> Estimate:
+    """`est` with each row's price by batch beside the online one (`--estimate-cost` with batch mode): the
+    deployments that batch (their `batch` setting, or every one with a batch API under `force_batch`: see
+    `batch_pass.batch_flavour`) at online x (1 - batch_discount), the others at their online price."""
+    from medhelm_core.run.batch_pass import batch_flavour  # here: the vendors' SDKs load in a second or two
+
+    for r in est.rows:
+        flavour = batch_flavour(ws, r.deployment, force_batch)
+        r.batched = flavour is not None and r.calls > 0
+        if not r.batched or r.usd is None:
+            r.batch_usd = r.usd
+            continue
+        r.batch_usd = ws.deployment_settings(r.deployment).batch_cost(r.prompt_tokens, r.output_tokens,
+                                                                      flavour.discount)
     return est
 
 
@@ -295,20 +329,41 @@ def judges_share(est: Estimate) -> str | None:
             + ("; judge with fewer: e.g. --judges public:gpt or stanford:gpt" if judges > 1 else ""))
 
 
+def batch_line(est: Estimate) -> str | None:
+    """One line: the batch price beside the online one (`with_batch_prices`), None when nothing batches."""
+    if not est.priced_for_batch:
+        return None
+    approx = "~" if any(r.approximate for r in est.rows) else ""
+    batched = [r for r in est.by_deployment() if r.batched]
+    calls = sum(r.calls for r in batched)
+    saved = est.total_usd - est.total_batch_usd
+    return (f"By batch: {approx}${est.total_batch_usd:,.4f} instead of {approx}${est.total_usd:,.4f} online "
+            f"(saves {approx}${saved:,.4f}): {calls:,} of {sum(r.calls for r in est.rows):,} new calls through the "
+            f"vendors' batch APIs ({', '.join(sorted({r.deployment for r in batched}))}), answered within 24 hours "
+            f"instead of at once")
+
+
 def format_estimate(est: Estimate, budget: float | None = None) -> str:
+    by_batch = est.priced_for_batch  # a column of batch prices (`with_batch_prices`)
     headers = ["run", "calls of", "deployment", "new calls", "reused", "prompt tokens", "max output tokens", "USD"]
+    headers += ["USD by batch"] if by_batch else []
     table = [[r.run_name if r.kind == "model" else "  + jury", r.kind, r.deployment, r.calls, r.reused,
               _tokens(r.prompt_tokens, r.approximate), f"{r.output_tokens:,}", _usd(r.usd, r.approximate)]
+             + ([_usd(r.batch_usd, r.approximate)] if by_batch else [])
              for r in est.rows]
     lines = ["Estimated cost before sending anything (upper bound: prompt tokens by each deployment's tokenizer "
              "+ max_tokens of output; stored completions cost nothing):", "",
              tabulate(table, headers=headers, disable_numparse=True, colalign=("left", "left", "left", "right",
-                                                                              "right", "right", "right", "right")),
+                                                                              "right", "right", "right", "right",
+                                                                              "right")[:len(headers)]),
              "", "By deployment:"]
     dep_rows = [[r.deployment, r.kind, r.calls, r.reused, _tokens(r.prompt_tokens, r.approximate),
-                 f"{r.output_tokens:,}", _usd(r.usd, r.approximate)] for r in est.by_deployment()]
+                 f"{r.output_tokens:,}", _usd(r.usd, r.approximate)]
+                + ([_usd(r.batch_usd, r.approximate) + (" (batch)" if r.batched else "")] if by_batch else [])
+                for r in est.by_deployment()]
     lines.append(tabulate(dep_rows, headers=["deployment", "calls of", "new calls", "reused", "prompt tokens",
-                                              "max output tokens", "USD"], disable_numparse=True))
+                                              "max output tokens", "USD"] + (["USD by batch"] if by_batch else []),
+                          disable_numparse=True))
     calls = sum(r.calls for r in est.rows)
     ptok = sum(r.prompt_tokens for r in est.rows)
     otok = sum(r.output_tokens for r in est.rows)
@@ -316,6 +371,9 @@ def format_estimate(est: Estimate, budget: float | None = None) -> str:
     lines += ["", f"Total: {calls:,} new calls, {_tokens(ptok, approx)} prompt tokens, {otok:,} output tokens at "
                   f"most, {'~' if approx else ''}${est.total_usd:,.4f}"
               + (" (priced deployments only)" if est.unpriced else "")]
+    by_batch_line = batch_line(est)
+    if by_batch_line:
+        lines.append(by_batch_line)
     lines += records_notice(est)
     share = judges_share(est)
     if share:
@@ -325,7 +383,8 @@ def format_estimate(est: Estimate, budget: float | None = None) -> str:
     if est.unpriced:
         lines.append("No price for: " + ", ".join(sorted(est.unpriced)) + " (set input_per_million and "
                      "output_per_million in conf/deployments.yaml or <local-path>/medhelm_deployments.yaml)")
-    if budget is not None:
-        verdict = "fits within" if est.total_usd <= budget else "exceeds"
-        lines.append(f"The estimate {verdict} --budget ${budget:,.4f}.")
+    if budget is not None:  # against what will be charged: the batch price where batching
+        total = est.total_batch_usd if by_batch else est.total_usd
+        verdict = "fits within" if total <= budget else "exceeds"
+        lines.append(f"The estimate{' by batch' if by_batch else ''} {verdict} --budget ${budget:,.4f}.")
     return "\n".join(lines)
