@@ -63,13 +63,18 @@ class _Database:
     (one user at a time, as the file lock orders processes) and, while a caller `holds` it, the
     database kept open between uses. Opening and closing (a checkpoint) cost tens of milliseconds
     each on a big file, which a suite of concurrent runs would otherwise pay on every commit. A
-    held database is closed after `idle_s` without use and after `hold_s` of use (then reopened
-    only `pause_s` later), so other processes (another medhelm-run, the page) still get their turn."""
+    held database is closed after `idle_s` without use, and given up when another process asks
+    for it (after at least `hold_s` of use; reopened only `pause_s` later), so another medhelm-run
+    or the page still gets its turn. A process waiting for the file asks by touching `<file>.want`
+    every `ask_s` while it waits; the holder looks at that file's time after each use (one stat)."""
 
-    idle_s, hold_s, pause_s = 0.25, 2.0, 0.1
+    idle_s, hold_s, pause_s, ask_s = 0.25, 0.25, 0.1, 0.05
 
     def __init__(self, path: Path, lock_timeout_s: float):
         self.path = path
+        self.lock_timeout_s = lock_timeout_s
+        self.want = Path(str(path) + ".want")
+        self.opens = 0  # how many times this process opened the file (a held one: once, unless asked for it)
         self.flock = filelock.FileLock(str(path) + ".lock", timeout=lock_timeout_s, thread_local=False)
         self.tlock = threading.RLock()
         self.conn: duckdb.DuckDBPyConnection | None = None
@@ -77,6 +82,7 @@ class _Database:
         self.depth = 0
         self.holders = 0
         self.opened_at = self.last_use = self.forced_at = 0.0
+        self.opened_ns = 0
         self._closer: threading.Thread | None = None
 
     @contextmanager
@@ -97,7 +103,7 @@ class _Database:
                 if self.depth == 0:
                     if not self.holders:
                         self._close()
-                    elif self.last_use - self.opened_at > self.hold_s:
+                    elif self.last_use - self.opened_at > self.hold_s and self._asked_for():
                         self._close()
                         self.forced_at = self.last_use
 
@@ -106,7 +112,7 @@ class _Database:
         if wait > 0:  # we just gave the file up after a long hold: let a waiting process take it first
             time.sleep(wait)
         lock_was_there = Path(self.flock.lock_file).exists()
-        self.flock.acquire()
+        self._acquire_turn()
         try:
             self.conn = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.Error as e:
@@ -119,6 +125,32 @@ class _Database:
             raise
         self.read_only = read_only
         self.opened_at = time.monotonic()
+        self.opened_ns = time.time_ns()
+        self.opens += 1
+
+    def _acquire_turn(self) -> None:
+        """The file lock; while another process has it, ask for it (`want`) every `ask_s`."""
+        deadline = time.monotonic() + self.lock_timeout_s
+        timeout = 0.0
+        while True:
+            try:
+                self.flock.acquire(timeout=timeout)
+                return
+            except filelock.Timeout:
+                if time.monotonic() >= deadline:
+                    raise
+                try:
+                    self.want.touch()
+                except OSError:
+                    pass  # a folder we cannot write: the holder gives the file up when it is done
+                timeout = self.ask_s
+
+    def _asked_for(self) -> bool:
+        """Another process touched `want` since this one opened the file."""
+        try:
+            return self.want.stat().st_mtime_ns > self.opened_ns
+        except OSError:
+            return False
 
     def _close(self) -> None:
         if self.conn is not None:

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # *.egg-info into the checkout, and stale build/lib files would end up in the wheel).
 _NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__", "*.pyc",
                                       ".pytest_cache", "benchmark_output", ".dagster_home", ".tmp_dagster_home_*",
-                                      "*.duckdb", "*.duckdb.wal", "*.duckdb.lock")
+                                      "*.duckdb", "*.duckdb.wal", "*.duckdb.lock", "*.duckdb.want")
 
 # Run inside the new venv: where the packages come from, and the package data they read.
 _PROBE = """
