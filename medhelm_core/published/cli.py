@@ -3,9 +3,10 @@
     medhelm-import --source gs://crfm-helm-public/medhelm/benchmark_output --release v2.0.0
     medhelm-import --source ../shared/oracle/synthetic/benchmark_output --release oracle
     medhelm-import --source ../shared/oracle/public/benchmark_output --suite public-n50
+    medhelm-import --human-ratings medhelm_human_annotation.csv -o benchmark_output
 
 Dagster-free on purpose (it starts in well under a second); the Dagster assets in
-assets/published.py call the same functions.
+medhelm_dagster/published.py call the same functions.
 """
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Import published HELM results (a release or a suite of "
                                 "a benchmark_output on GCS, on disk or behind any fsspec URL), rebuild the "
                                 "leaderboard from them and compare it with the published one, cell by cell.")
-    add_arguments(p, ImportSelection, required=("source",), only=("source",))
-    add_arguments(p.add_mutually_exclusive_group(required=True), ImportSelection, only=("release", "suite"))
+    # --source with --release or --suite, unless --human-ratings comes alone (checked in `main`)
+    add_arguments(p, ImportSelection, only=("source",), defaults={"source": None})
+    add_arguments(p.add_mutually_exclusive_group(), ImportSelection, only=("release", "suite"))
     add_arguments(p, ImportSelection, only=("with_completions",))
     p.add_argument("--no-per-instance", action="store_true", help="skip per_instance_stats.json (tables only)")
     p.add_argument("--rescore", action="store_true",
@@ -46,13 +48,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write the rebuilt leaderboard's HELM files under DIR (releases/<R>/ or runs/<S>/)")
     p.add_argument("--local-path", default="prod_env",
                    help="HELM prod_env whose model_deployments.yaml gives tokenizers for --rescore")
+    p.add_argument("--human-ratings", metavar="CSV", default=None,
+                   help="load clinicians' ratings in the MedHELM authors' format (medhelm_human_annotation.csv) "
+                        "into human_ratings, replacing those there, for analytics' judge_agreement; alone, "
+                        "then rebuild the imported targets they rate")
     p.add_argument("--quiet", "-q", action="store_true")
     p.add_argument("--offline-hint", default=PROG, help=argparse.SUPPRESS)  # the command to suggest offline
     return p
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.human_ratings is None or args.source is not None:   # an import: argparse's own messages
+        if args.source is None:
+            parser.error("the following arguments are required: --source (or --human-ratings CSV alone)")
+        if args.release is None and args.suite is None:
+            parser.error("one of the arguments --release --suite is required")
     warnings.filterwarnings("ignore")
     try:
         return run(args)
@@ -89,6 +101,47 @@ def check_args(args) -> None:
     check_name("--suite", args.suite)
     if args.suite_prefix:
         check_name("--suite-prefix", args.suite_prefix)
+    if args.human_ratings is not None and not os.path.isfile(args.human_ratings):
+        raise MedhelmError(f"--human-ratings {args.human_ratings}: no such file")
+
+
+def write_ratings(store, rows: list[dict]) -> None:
+    from medhelm_core.summarize.human_ratings import write_human_ratings
+
+    with store.connect() as conn:
+        write_human_ratings(conn, rows)
+
+
+def report_ratings(store, args, rows: list[dict], *, rebuild: bool) -> None:
+    """--human-ratings, once loaded: how many, and the items no judged instance in the store matches,
+    named in one line; with `rebuild`, the imported targets they rate are rebuilt (their
+    judge_agreement; nothing is fetched), and our own suites are named, for their next medhelm-summarize."""
+    from medhelm_core.summarize.human_ratings import ratings_report
+
+    with store.connect() as conn:
+        report = ratings_report(conn, args.human_ratings, rows)
+        imported: dict[str, list[str]] = {}
+        if conn.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'published_targets' "
+                        "AND table_schema = 'main' AND table_catalog = current_database()").fetchone()[0]:
+            imported = {t: list(suites) for t, suites in conn.execute(
+                "SELECT target, local_suites FROM published_targets ORDER BY target").fetchall()}
+    print(report.summary_line())
+    unmatched = report.unmatched_line(PROG)
+    if unmatched:
+        print(unmatched, file=sys.stderr)
+    if not rebuild:
+        return
+    targets = [t for t, suites in imported.items() if set(suites) & set(report.suites)]
+    own = [s for s in report.suites if not any(s in suites for suites in imported.values())]
+    if own:
+        print(f"{PROG}: judge_agreement of {', '.join(own)} follows at the next medhelm-summarize of the suite "
+              f"(or of a release holding it)", file=sys.stderr)
+    if targets:
+        from .leaderboard import rebuild_and_compare
+
+        for target in targets:
+            for line in rebuild_and_compare(store, target, output_dir=args.write_files, force=args.rebuild).lines():
+                print(line)
 
 
 def run(args) -> int:
@@ -98,6 +151,17 @@ def run(args) -> int:
     check_args(args)
     start = time.time()
     say = (lambda m: None) if args.quiet else (lambda m: print(f"[import] {m}", file=sys.stderr, flush=True))
+    ratings = None
+    if args.human_ratings is not None:   # read first: a bad file stops before anything is fetched or written
+        from medhelm_core.summarize.human_ratings import read_human_ratings
+
+        ratings = read_human_ratings(args.human_ratings)
+    if args.source is None:   # --human-ratings alone
+        store = open_store(resolve_storage(args.storage, args.output_path), args.output_path)
+        write_ratings(store, ratings)
+        report_ratings(store, args, ratings, rebuild=not args.no_compare)
+        say(f"done in {time.time() - start:.1f}s; tables in {store.where}")
+        return 0
     source = open_source(args.source, token=args.token, endpoint_url=args.endpoint_url)
     source.preflight()  # unreachable or not a folder: say so before anything is created
     if args.release == LATEST:
@@ -111,6 +175,8 @@ def run(args) -> int:
         print(f"{PROG}: newest release on {args.source}: {args.release} (of {len(names)}: {', '.join(names)})",
               file=sys.stderr)
     store = open_store(resolve_storage(args.storage, args.output_path), args.output_path)
+    if ratings is not None:   # before the import, whose rebuild below then holds the jury against them
+        write_ratings(store, ratings)
     with_completions = args.with_completions or args.rescore
     report = Importer(store, source, release=args.release, suite=args.suite, with_completions=with_completions,
                       per_instance=not args.no_per_instance, jobs=args.jobs, suite_prefix=args.suite_prefix,
@@ -118,6 +184,8 @@ def run(args) -> int:
     print(report.summary_line())
     for prob in report.problems:
         print(f"warning: {prob.line()}", file=sys.stderr)
+    if ratings is not None:   # matched against what the store holds now, this import included
+        report_ratings(store, args, ratings, rebuild=False)
     if not args.no_compare:
         from .leaderboard import rebuild_and_compare
 

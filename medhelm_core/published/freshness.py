@@ -7,11 +7,12 @@ for a full-size suite, for the same numbers). The fingerprint hashes, broadly on
 * the target's import: its `published_targets` row (suites, the objects' data version), the
   manifest of every object taken from its source (version, size, status), and the summarize input
   rows of its local suites (`runs`, `run_stats`);
-* the store's settings the analytics read (`analytics_settings`, `deployment_prices`);
+* the store's settings and data the analytics read (`analytics_settings`, `deployment_prices`, the
+  clinicians' ratings in `human_ratings`);
 * the code and its files: every file of the installed `medhelm_core` package (the SQL models, the
   schema, the settings and model metadata, the Python that runs them) and DuckDB's version;
-* the user's files named by the environment (`$MEDHELM_REFUSAL_PATTERNS`, `$MEDHELM_HUMAN_RATINGS`)
-  and every `MEDHELM_*` variable.
+* the user's file named by the environment (`$MEDHELM_REFUSAL_PATTERNS`) and every `MEDHELM_*`
+  variable.
 
 A rebuild runs whenever any of these differs (or files are to be written)."""
 from __future__ import annotations
@@ -24,7 +25,7 @@ import duckdb
 
 from medhelm_core.code_digest import code_digest
 
-ENV_FILES = ("MEDHELM_REFUSAL_PATTERNS", "MEDHELM_HUMAN_RATINGS")
+ENV_FILES = ("MEDHELM_REFUSAL_PATTERNS",)
 
 
 def code_fingerprint() -> str:
@@ -63,4 +64,7 @@ def rebuild_fingerprint(conn: duckdb.DuckDBPyConnection, target: str) -> str:
                              f" ON list_contains(t.local_suites, x.suite) WHERE t.target = ?", [target]))
     for table in ("analytics_settings", "deployment_prices"):
         h.update(_rows(conn, f"SELECT * FROM {table}", []))
+    # (what judge_agreement reads of them: not the question and answer texts)
+    h.update(_rows(conn, "SELECT file_row, dataset_name, model_key, instance_id, accuracy, completeness, clarity "
+                         "FROM human_ratings", []))
     return h.hexdigest()

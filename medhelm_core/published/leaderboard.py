@@ -147,11 +147,14 @@ def _record_release_prices(conn: duckdb.DuckDBPyConnection, main_db: str) -> Non
 def _analytics_inputs(conn: duckdb.DuckDBPyConnection, main_db: str, suites: list[str]) -> None:
     """The analytics models' inputs in the scratch database: the store's settings and prices, and the
     imported per-instance stats (unperturbed instances), completions and annotation entries as views
-    onto the store (read as needed, never copied); `prepare` adds the refusal patterns and human ratings."""
+    onto the store (read as needed, never copied), and the clinicians' ratings (`human_ratings`: what
+    judge_agreement reads of them, copied); `prepare` adds the refusal patterns."""
     conn.execute(f'INSERT INTO analytics_settings SELECT * FROM "{main_db}".main.analytics_settings')
     _record_release_prices(conn, main_db)
     in_suites = "(" + ", ".join(sql_str(x) for x in suites) + ")"
     src = f'"{main_db}".main'
+    conn.execute(f"INSERT INTO human_ratings BY NAME SELECT file_row, dataset_name, model_key, instance_id, "
+                 f"accuracy, completeness, clarity FROM {src}.human_ratings")
     for view, sql in (
             ("instance_annotation_entries", "SELECT suite, run_name, instance_id, annotator, entry, value "
                                             "FROM {src}.published_annotation_entries WHERE"),

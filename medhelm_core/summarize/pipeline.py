@@ -23,7 +23,6 @@ from medhelm_core.model_metadata import (DEFAULT_MODEL_METADATA_PATHS, ModelRegi
                                          model_metadata_to_tables)
 from medhelm_core.store import in_transaction
 
-from .human_ratings import write_human_ratings
 from .kept import keep_current_target, keep_target_tables
 from .refusals import write_refusal_patterns
 from .schema import empty_schema, fix_up_schema, load_schema, normalize_schema, schema_to_tables
@@ -78,11 +77,11 @@ def prepare(conn: duckdb.DuckDBPyConnection, target: SummarizeTarget, schema: Op
     fixed up as HELM's Summarizer does (schema_* tables, keyed by the target) and the model tables;
     return the target's name. `schema` and `registry` None: the schema_* and model_* tables of the
     target are already there (the page, which copies those a summarize left). `analytics`: also the
-    analytics models' own inputs (refusal patterns, human ratings)."""
+    analytics models' own inputs from files (refusal patterns; the clinicians' ratings are the store's
+    `human_ratings`, which `medhelm-import --human-ratings` loads)."""
     ensure_input_tables(conn)
     if analytics:
         write_refusal_patterns(conn)
-        write_human_ratings(conn)
     write_summarize_target(conn, target)
     if schema is not None:
         schema_to_tables(conn, fix_up_schema(schema, conn), target.name)

@@ -215,75 +215,86 @@ def test_a_bad_refusal_pattern_is_one_line_naming_its_file(tmp_path, monkeypatch
         write_refusal_patterns(conn)
 
 
-def _icc21(pairs: list[tuple[float, float]]) -> float:
-    """ICC(2,1) from the two-way ANOVA mean squares (Shrout & Fleiss 1979), written out plainly."""
-    n, k = len(pairs), 2
-    grand = sum(x + y for x, y in pairs) / (n * k)
-    rows = [(x + y) / 2 for x, y in pairs]
-    cols = [sum(p[j] for p in pairs) / n for j in range(k)]
-    ssr = k * sum((r - grand) ** 2 for r in rows)
-    ssc = n * sum((c - grand) ** 2 for c in cols)
-    sst = sum((v - grand) ** 2 for p in pairs for v in p)
-    msr, msc = ssr / (n - 1), ssc / (k - 1)
-    mse = (sst - ssr - ssc) / ((n - 1) * (k - 1))
-    return (msr - mse) / (msr + (k - 1) * mse + k * (msc - mse) / n)
+def _published_judges_and_rouge() -> tuple[dict, dict]:
+    """judge -> {(item, dimension): score} and item -> rouge_l, from HELM's own files of public-n50
+    (scenario_state.json's annotations, per_instance_stats.json); an item is (benchmark, model_key, instance)."""
+    judges: dict = {}
+    rouge: dict = {}
+    for run_dir in sorted((PUBLIC / "runs" / "public-n50").iterdir()):
+        if not (run_dir / "scenario_state.json").is_file():
+            continue
+        model_key = json.loads((run_dir / "run_spec.json").read_text())["adapter_spec"]["model"].replace("/", "_")
+        benchmarks = set()
+        for state in json.loads((run_dir / "scenario_state.json").read_text())["request_states"]:
+            for benchmark, annotation in (state.get("annotations") or {}).items():
+                benchmarks.add(benchmark)
+                for judge, verdict in annotation.items():
+                    if judge in ("gpt", "llama", "claude") and isinstance(verdict, dict):
+                        for criterion, v in verdict.items():
+                            judges.setdefault(judge, {})[((benchmark, model_key, state["instance"]["id"]), criterion)] = \
+                                float(v["score"])
+        for entry in json.loads((run_dir / "per_instance_stats.json").read_text()):
+            for stat in entry["stats"]:
+                if stat["name"]["name"] == "rouge_l" and "perturbation" not in stat["name"]:
+                    for benchmark in benchmarks:
+                        rouge[(benchmark, model_key, entry["instance_id"])] = stat["mean"]
+    return judges, rouge
 
 
-def test_judge_agreement_on_the_published_jury_and_human_ratings(with_completions, monkeypatch, tmp_path):
-    from medhelm_core.published.leaderboard import rebuild_target
+def test_judge_agreement_of_an_imported_suite_with_ratings_loaded_alone(with_completions, tmp_path, capsys):
+    """Clinicians' ratings (synthetic, in the authors' format) of two of public-n50's jury benchmarks,
+    loaded with `medhelm-import --human-ratings CSV -o DIR` alone: the imported suite they rate is
+    rebuilt (default bootstrap: B = 1,000, seed 0), its judge_agreement equals the reference (pingouin,
+    SciPy, scikit-learn on HELM's own files), and the same ratings again rebuild nothing."""
+    import shutil
 
-    conn = duckdb.connect(str(with_completions / "medhelm.duckdb"))
-    scores = {}   # (benchmark, criterion, judge) -> {(run, instance): score}, from HELM's annotations as published
-    for run_name, instance_id, benchmark, annotation in conn.execute(
-            "SELECT run_name, instance_id, annotator, annotation FROM published_annotations").fetchall():
-        for judge, verdict in json.loads(annotation).items():
-            if judge in ("gpt", "llama", "claude") and isinstance(verdict, dict):
-                for criterion, v in verdict.items():
-                    scores.setdefault((benchmark, criterion, judge), {})[(run_name, instance_id)] = float(v["score"])
-    # human ratings for medication_qa's accuracy: the jury's mean + 1 on every instance of one run
-    run = conn.execute("SELECT min(run_name) FROM published_runs WHERE run_name LIKE 'medication_qa%'").fetchone()[0]
-    keys = sorted(k for k in scores[("medication_qa", "accuracy", "gpt")] if k[0] == run)
-    jury = {k: statistics.mean(scores[("medication_qa", "accuracy", j)][k] for j in ("gpt", "llama", "claude"))
-            for k in keys}
-    ratings = tmp_path / "ratings.csv"
-    ratings.write_text("run_name,instance_id,criterion,rating\n" +
-                       "".join(f'"{r}",{i},accuracy,{jury[(r, i)] + 1}\n' for r, i in keys))
-    monkeypatch.setenv("MEDHELM_HUMAN_RATINGS", str(ratings))
-    try:
-        rebuild_target(conn, "public-n50")
-        got = {(r[0], r[1], r[2], r[3]): r[4:] for r in conn.execute(
-            "SELECT benchmark, criterion, rater_a, rater_b, n, mad, icc FROM leaderboard.judge_agreement "
-            "WHERE target = 'public-n50'").fetchall()}
-    finally:
-        conn.close()
-    compared = 0
-    for (benchmark, criterion, a), xs in scores.items():
-        for b in ("gpt", "llama", "claude"):
-            if a < b and (benchmark, criterion, b) in scores:
-                ys = scores[(benchmark, criterion, b)]
-                pairs = [(xs[k], ys[k]) for k in sorted(set(xs) & set(ys))]
-                n, mad, icc = got[(benchmark, criterion, a, b)]
-                assert n == len(pairs) and mad == pytest.approx(statistics.mean(abs(x - y) for x, y in pairs))
-                assert icc == pytest.approx(_icc21(pairs), abs=1e-9)
-                compared += 1
-    assert compared >= 9
-    n, mad, icc = got[("medication_qa", "accuracy", "jury", "human")]
-    assert n == len(keys) and mad == pytest.approx(1.0)
-    assert icc == pytest.approx(_icc21([(jury[k], jury[k] + 1) for k in keys]), abs=1e-9)
-    assert ("medication_qa", "accuracy", "gpt", "human") in got and ("medication_qa", "clarity", "jury", "human") not in got
+    from tests.agreement_reference import (check_agreement, ratings_by_item, reference_pairs, synthetic_ratings,
+                                           write_ratings_csv)
 
-
-def test_a_bad_human_ratings_file_is_one_line_naming_file_and_line(tmp_path):
-    from medhelm_core.errors import MedhelmError
-    from medhelm_core.summarize.human_ratings import read_human_ratings
-
-    bad = tmp_path / "ratings.csv"
-    bad.write_text("instance_id,criterion,rating\nid1,accuracy,4\nid2,accuracy,four\n")
-    with pytest.raises(MedhelmError, match=f"{bad}:3: rating 'four' is not a number"):
-        read_human_ratings(bad)
-    bad.write_text("instance_id,rating\nid1,4\n")
-    with pytest.raises(MedhelmError, match=f"{bad}:1: .*missing criterion"):
-        read_human_ratings(bad)
+    out = tmp_path / "store"
+    out.mkdir()
+    shutil.copy(with_completions / "medhelm.duckdb", out / "medhelm.duckdb")
+    judges, rouge = _published_judges_and_rouge()
+    jury: dict = {}
+    for scores in judges.values():
+        for (item, d), v in scores.items():
+            if item[0] in ("medication_qa", "aci_bench"):
+                jury.setdefault(item, {}).setdefault(d, []).append(v)
+    items = {item: {d: statistics.mean(v) for d, v in dims.items()} for item, dims in jury.items()}
+    assert len(items) == 2 * 2 * 50
+    rows = synthetic_ratings(items, seed=5)
+    ratings = write_ratings_csv(tmp_path / "ratings.csv", rows)
+    load = ["--human-ratings", str(ratings), "-o", str(out), "-q"]
+    capsys.readouterr()
+    assert import_main(load) == 0
+    said = capsys.readouterr()
+    assert f"{len(rows)} ratings of 200 items" in said.out and "public-n50: " in said.out and "rebuilt in" in said.out
+    assert "match no judged instance" not in said.err
+    query = "SELECT * FROM leaderboard.judge_agreement WHERE target = 'public-n50' ORDER BY ALL"
+    with duckdb.connect(str(out / "medhelm.duckdb"), read_only=True) as conn:
+        pairs = reference_pairs(judges, {"rouge_l": rouge}, ratings_by_item(rows))
+        assert {r for r, _ in pairs} == {"gpt", "llama", "claude", "jury", "clinicians", "rouge_l"}
+        assert check_agreement(conn, "public-n50", pairs) >= 6 * 3 * 3
+        first = conn.execute(query).fetchall()
+        for rater, dimension, statistic, value, low, high, n in conn.execute(
+                "SELECT rater, dimension, statistic, value, ci_low, ci_high, n_items FROM leaderboard.judge_agreement "
+                "WHERE target = 'public-n50' AND rater = 'jury'").fetchall():
+            assert low <= value <= high and 190 <= n <= 200, (dimension, statistic)   # (a few ratings left empty)
+    # the same ratings again: nothing the rebuild reads changed; forced, the same table bit for bit
+    assert import_main(load) == 0
+    assert "not rebuilt: its inputs are those of the last rebuild" in capsys.readouterr().out
+    assert import_main(load + ["--rebuild"]) == 0
+    with duckdb.connect(str(out / "medhelm.duckdb"), read_only=True) as conn:
+        assert conn.execute(query).fetchall() == first
+    # one rating changed: rebuilt, and the agreement follows
+    rows[0]["accuracy"] = "1" if rows[0]["accuracy"] != "1" else "5"
+    write_ratings_csv(ratings, rows)
+    capsys.readouterr()
+    assert import_main(load) == 0
+    assert "rebuilt in" in capsys.readouterr().out
+    with duckdb.connect(str(out / "medhelm.duckdb"), read_only=True) as conn:
+        check_agreement(conn, "public-n50", reference_pairs(judges, {"rouge_l": rouge}, ratings_by_item(rows)))
+        assert conn.execute(query).fetchall() != first
 
 
 def test_the_pipelines_annotation_entries_leave_the_judge_prompt_out(tmp_path):

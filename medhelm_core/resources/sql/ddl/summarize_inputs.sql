@@ -75,7 +75,30 @@ CREATE TABLE IF NOT EXISTS refusal_patterns (pattern VARCHAR);
 CREATE TABLE IF NOT EXISTS instance_annotation_entries (
         suite VARCHAR, run_name VARCHAR, instance_id VARCHAR, annotator VARCHAR, entry VARCHAR, value JSON);
 
--- Clinicians' ratings to hold the jury against ($MEDHELM_HUMAN_RATINGS, a CSV: run_name (optional:
--- empty means every run with that instance), instance_id, criterion, rating).
+-- Clinicians' ratings to hold the jury against (analytics' judge_agreement), in the MedHELM authors'
+-- format (som-shahlab/medhelm's medhelm_human_annotation.csv), loaded by `medhelm-import
+-- --human-ratings CSV`, which replaces them all: one row per rating of an item (dataset_name = the
+-- jury's scenario_name, model_key = the model name with '/' as '_', instance_id) on a 1-5 scale;
+-- file_row is the row's position in the file (1-based), which picks the first two ratings of an item.
 CREATE TABLE IF NOT EXISTS human_ratings (
-        run_name VARCHAR, instance_id VARCHAR, criterion VARCHAR, rating DOUBLE);
+        file_row INTEGER, username VARCHAR, specialty VARCHAR, team VARCHAR, entry_id VARCHAR,
+        instance_id VARCHAR, dataset_name VARCHAR, model_key VARCHAR, user_label VARCHAR,
+        accuracy DOUBLE, completeness DOUBLE, clarity DOUBLE, question VARCHAR, answer VARCHAR,
+        source VARCHAR);
+
+-- Stores made before: the table had (run_name, instance_id, criterion, rating), refilled from
+-- $MEDHELM_HUMAN_RATINGS at every summarize; those columns stay, unused (NULL).
+ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS file_row INTEGER;
+ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS username VARCHAR;
+ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS specialty VARCHAR;
+ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS team VARCHAR;
+ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS entry_id VARCHAR;
+ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS dataset_name VARCHAR;
+ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS model_key VARCHAR;
+ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS user_label VARCHAR;
+ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS accuracy DOUBLE;
+ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS completeness DOUBLE;
+ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS clarity DOUBLE;
+ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS question VARCHAR;
+ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS answer VARCHAR;
+ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS source VARCHAR;
