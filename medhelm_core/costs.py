@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime
 import threading
+import weakref
 from typing import Any
 
 from medhelm_core.errors import MedhelmError
@@ -31,6 +32,29 @@ def record_prices(conn, prices: dict[str, Any]) -> None:
     upsert(conn, "deployment_prices", ["model_deployment"],
            ["model_deployment", "input_per_million", "output_per_million", "updated_at"],
            [(name, s.input_per_million, s.output_per_million, now) for name, s in prices.items() if s.priced])
+
+
+# The prices each store object (one per invocation's workspace) has written: every engine batch
+# hands its prices in use, and they change only when a setting does, so a batch writes (a statement
+# and a commit's worth of the store's one writer) only those that differ from what it wrote before.
+_WRITTEN: "weakref.WeakKeyDictionary[Any, dict[str, tuple]]" = weakref.WeakKeyDictionary()
+_WRITTEN_LOCK = threading.Lock()
+
+
+def prices_to_record(store, prices: dict[str, Any]) -> dict[str, Any]:
+    """The priced deployments of `prices` whose prices this store object has not written yet."""
+    with _WRITTEN_LOCK:
+        written = _WRITTEN.get(store, {})
+        return {name: s for name, s in prices.items()
+                if s.priced and written.get(name) != (s.input_per_million, s.output_per_million)}
+
+
+def prices_recorded(store, prices: dict[str, Any]) -> None:
+    """`prices` are in the store now (their transaction committed)."""
+    with _WRITTEN_LOCK:
+        written = _WRITTEN.setdefault(store, {})
+        for name, s in prices.items():
+            written[name] = (s.input_per_million, s.output_per_million)
 
 
 # ---------------------------------------------------------------------------------------------

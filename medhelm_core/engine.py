@@ -42,7 +42,7 @@ from typing import Any, Callable, Protocol
 
 from medhelm_core import journal, owners, ratelimit
 from medhelm_core.clients.base import Attempt, RequestFailed
-from medhelm_core.costs import record_prices
+from medhelm_core.costs import prices_recorded, prices_to_record, record_prices
 from medhelm_core.ratelimit import (CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, TRANSIENT, DeploymentSettings,
                                     backoff_delay, limiter_for)
 from medhelm_core.errors import MedhelmError
@@ -364,8 +364,11 @@ class _Call:
         the prices in use (`deployment_prices`)."""
         if not keys:
             return set()
+        prices = prices_to_record(self.e.store, prices) if prices else None
         also = (lambda conn: record_prices(conn, prices)) if prices else None
         mine = self.e.store.claims.claim(keys, self.owner, self.e.lease_s, also=also)
+        if prices:
+            prices_recorded(self.e.store, prices)
         self.holding |= mine
         return mine
 

@@ -41,7 +41,8 @@ def _reusing_connections(instance):
     Dagster's opens a new engine and connection for each event it stores (about 8 ms of CPU each);
     a suite's run stores thousands (its planned cells, then each cell's materializations and checks),
     all on the thread that also collects the runs' outcomes. Same rows, same locks (the storage's
-    own, around each use), about a third of the CPU. Other storages (PostgreSQL) are left as they are."""
+    own, around each use), about a third of the CPU; its schema questions are answered from memory
+    once answered yes. Other storages (PostgreSQL) are left as they are."""
     import contextlib
     import types
 
@@ -53,7 +54,8 @@ def _reusing_connections(instance):
     if type(storage) is not sqlite_log.SqliteEventLogStorage or getattr(storage, "_medhelm_engines", None) is not None:
         return instance
     if not all(hasattr(storage, a) for a in ("_connect", "_db_lock", "_initialized_dbs", "_initdb",
-                                              "conn_string_for_shard")):
+                                              "conn_string_for_shard", "has_table",
+                                              "_has_asset_key_col_on_connection")):
         return instance  # another Dagster than the pinned one: its own connections, as they are
     engines: dict = {}
 
@@ -71,6 +73,25 @@ def _reusing_connections(instance):
             with engine.connect() as conn, conn.begin():
                 yield conn
 
+    # Dagster also asks the index database's schema on every event it stores: whether a table is
+    # there (a new engine and connection each time) and the asset_keys columns. A table or column
+    # that is there stays there (migrations only add), so a yes is remembered; a no is asked again.
+    tables: set = set()
+    columns: set = set()
+    has_table, has_column = storage.has_table, storage._has_asset_key_col_on_connection
+
+    def remembered_has_table(self, table_name: str) -> bool:
+        if table_name not in tables and has_table(table_name):
+            tables.add(table_name)
+        return table_name in tables
+
+    def remembered_has_column(self, conn, column_name: str) -> bool:
+        if column_name not in columns and has_column(conn, column_name):
+            columns.add(column_name)
+        return column_name in columns
+
     storage._medhelm_engines = engines
     storage._connect = types.MethodType(connect, storage)
+    storage.has_table = types.MethodType(remembered_has_table, storage)
+    storage._has_asset_key_col_on_connection = types.MethodType(remembered_has_column, storage)
     return instance

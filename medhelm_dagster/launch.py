@@ -33,9 +33,10 @@ class SuiteLaunch:
         self.tags = tags
         self.failure: str | None = None  # set by run_layers when its step failed outside every run
 
-    def register(self, config: dict, entries: list) -> None:
-        """The `register_suite` job; its step takes the entries this invocation expanded."""
-        self.controls.expanded = (config, entries)
+    def register(self, config: dict, entries: list, registered: bool = False) -> None:
+        """The `register_suite` job; its step takes the entries this invocation expanded (and,
+        `registered`, wrote to the store already: it records them)."""
+        self.controls.expanded = (config, entries, registered)
         try:
             defs.get_job_def("register_suite").execute_in_process(
                 instance=self.instance, resources=self.resources, tags=self.tags,

@@ -19,7 +19,7 @@ from medhelm_core.run import datasets as dataset_layer
 from medhelm_core.run import entries as entry_layer
 from medhelm_core.run import grid as grid_layer
 from medhelm_core.run import suite as suite_layer
-from medhelm_core.run.workspace import Workspace
+from medhelm_core.run.workspace import RunRef, Workspace
 from medhelm_core.selections import RunSelection
 from pydantic import Field
 
@@ -38,9 +38,11 @@ class RunEntriesConfig(dg.Config, RunSelection):
 def run_entries(context: dg.AssetExecutionContext, config: RunEntriesConfig,
                 medhelm: MedhelmResource, run_controls: RunControlsParam) -> dg.MaterializeResult:
     ws = medhelm.workspace().for_edition(config.edition)
-    # medhelm-run expanded this very selection already: its entries, else the confs expanded here.
-    entries = entry_layer.take_expanded(run_controls, config) or entry_layer.expand_selection(ws, config)
-    runs = entry_layer.register_runs(ws, config.suite, entries)
+    # medhelm-run expanded (and registered) this very selection already, else the confs are expanded here.
+    entries, registered = entry_layer.take_expanded(run_controls, config) or (
+        entry_layer.expand_selection(ws, config), False)
+    runs = ([RunRef(config.suite, spec["name"]) for _, spec in entries] if registered
+            else entry_layer.register_runs(ws, config.suite, entries))
     cells = entry_layer.cells_of(config.suite, entries)
     add_grid_keys(context.instance, cells)
     datasets_by_tier = entry_layer.scenario_partitions(entries, ws.catalog)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 
 from medhelm_core import adapt
@@ -153,10 +154,31 @@ def scenario_key(scenario_spec: dict, catalog: Catalog) -> tuple[str, str]:
     return stable_hash(keyed)[:24], content
 
 
-@in_data_scope
-def build_dataset(ws: Workspace, partition_key: str) -> dict:
+# One builder per dataset in this process: medhelm-run starts its runs before the Dagster job that
+# records the datasets, so a run that needs its dataset and that job may ask for it at once.
+_BUILD_LOCKS: dict[str, threading.Lock] = {}
+_BUILD_LOCKS_GUARD = threading.Lock()
+_BUILT_FOR_RUNS: dict[str, str] = {}  # partition key -> scenario key a run of this process built
+
+
+def build_dataset(ws: Workspace, partition_key: str, for_run: bool = False) -> dict:
     """Instances of one scenario spec (ids assigned as HELM does). Skipped when the same spec and
-    the same data-file bytes were already built."""
+    the same data-file bytes were already built. `for_run`: asked by a run before its requests;
+    the job that records the datasets then reports that build as its own (`built`)."""
+    with _BUILD_LOCKS_GUARD:
+        lock = _BUILD_LOCKS.setdefault(partition_key, threading.Lock())
+    with lock:
+        info = _build_dataset(ws, partition_key)
+        if for_run:
+            if info["built"]:
+                _BUILT_FOR_RUNS[partition_key] = info["scenario_key"]
+        elif _BUILT_FOR_RUNS.pop(partition_key, None) == info["scenario_key"]:
+            info["built"] = True
+        return info
+
+
+@in_data_scope
+def _build_dataset(ws: Workspace, partition_key: str) -> dict:
     with ws.store.connect() as conn:
         row = conn.execute("SELECT scenario_spec, edition FROM scenario_specs WHERE partition_key = ?",
                            [partition_key]).fetchone()

@@ -33,14 +33,16 @@ def expand_selection(ws: Workspace, selection: RunSelection) -> list[tuple[Any, 
     return [(entry, with_metric_device(spec, selection.metric_device)) for entry, spec in entries]
 
 
-def take_expanded(controls, selection: RunSelection) -> list[tuple[Any, dict]] | None:
-    """The entries the invocation expanded for exactly this selection (`RunControls.expanded`:
-    medhelm-run hands them to the register_suite job it launches), else None."""
+def take_expanded(controls, selection: RunSelection) -> tuple[list[tuple[Any, dict]], bool] | None:
+    """(entries, registered already) the invocation expanded for exactly this selection
+    (`RunControls.expanded`: medhelm-run hands them to the register_suite job it launches), else None."""
     expanded = getattr(controls, "expanded", None)
     if expanded is None:
         return None
-    config, entries = expanded
-    return entries if config == RunSelection.model_validate(selection.model_dump()).model_dump() else None
+    config, entries, registered = expanded
+    if config != RunSelection.model_validate(selection.model_dump()).model_dump():
+        return None
+    return entries, registered
 
 
 def tier_of(run_spec: dict, catalog: Catalog) -> str:

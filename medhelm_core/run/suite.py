@@ -154,10 +154,11 @@ def _forget_fingerprint(ws: Workspace, run: RunRef) -> None:
 
 
 def run_one(ws: Workspace, run: RunRef, stages: Iterable[str] = STAGES, priority: float = 0.0,
-            scorer=None) -> RunOutcome:
+            scorer=None, dataset: str | None = None) -> RunOutcome:
     """The selected stages of one run; errors are returned in the outcome, not raised. Its
     requests wait for a deployment's slot behind those of runs with a lower `priority`; its
-    scores are computed by `scorer` (`scoring.Scorer`: in a worker process) when given."""
+    scores are computed by `scorer` (`scoring.Scorer`: in a worker process) when given; its
+    `dataset` (partition key) is built first when given (the first of its runs builds it)."""
     stages = [s for s in STAGES if s in set(stages)]
     out = RunOutcome(run)
     start = time.time()
@@ -169,6 +170,8 @@ def run_one(ws: Workspace, run: RunRef, stages: Iterable[str] = STAGES, priority
         ws = run_workspace(ws, run)  # the edition the run was registered under
         if stages == list(STAGES):
             _forget_fingerprint(ws, run)  # a run stopped half-way is never taken as up to date
+        if dataset is not None:
+            dataset_layer.build_dataset(ws, dataset, for_run=True)
         if "requests" in stages:
             out.info["requests"] = request_layer.build_requests(ws, run)
             out.stages.append("requests")
@@ -286,16 +289,20 @@ class SuiteExecution:
     """Runs of one invocation, started when this is made (a pool thread per active run, at most
     `parallel`); `outcomes()` yields each outcome as its run ends, up-to-date runs first, without
     any work. Made before the Dagster run that records the runs (`medhelm-run`), it keeps every
-    endpoint busy while Dagster plans that run (`RunControls.started`, taken by its step)."""
+    endpoint busy while Dagster plans that run (`RunControls.started`, taken by its step).
+    `datasets`: the runs whose dataset (partition key) is not built yet: each builds it first (the
+    first of them; the others wait for it), so runs start before every dataset is built."""
 
     def __init__(self, ws: Workspace, runs: list[RunRef], stages: Iterable[str] = STAGES,
-                 parallel: int | None = None, fresh: set[RunRef] | None = None):
+                 parallel: int | None = None, fresh: set[RunRef] | None = None,
+                 datasets: dict[RunRef, str] | None = None):
         self.stages = [s for s in STAGES if s in set(stages)]
         self.runs = list(runs)
+        datasets = datasets or {}
         if self.stages != list(STAGES):
             fresh = set()  # a subset of the layers: each one asked for is done again
         elif fresh is None:  # not decided by the caller's plan (`plan_suite`)
-            fresh = up_to_date(ws, self.runs)
+            fresh = up_to_date(ws, self.runs) - set(datasets)  # a dataset to build: its runs are not
         self.reused = [RunOutcome(run, stages=list(self.stages), reused=True) for run in self.runs if run in fresh]
         todo = [r for r in self.runs if r not in fresh]
         self.futures: list = []
@@ -320,7 +327,7 @@ class SuiteExecution:
             self._pool = ThreadPoolExecutor(max_workers=min(parallel, len(order)), thread_name_prefix="medhelm-run")
             # Each run in a copy of this context: the data-scope root and the current run name are context variables.
             self.futures = [self._pool.submit(contextvars.copy_context().run, run_one, ws, run, self.stages, i,
-                                              self._scorer)
+                                              self._scorer, datasets.get(run))
                             for i, run in enumerate(order)]
         except BaseException:
             self.close()

@@ -165,3 +165,23 @@ def test_estimate_counts_model_and_judge_calls_without_sending(tmp_path, monkeyp
     text = format_estimate(est, budget=0.01)
     assert "No price for: mockai/mock-gpt-b" in text and "--budget" in text
     assert not (tmp_path / "out" / "medhelm.duckdb").exists()  # nothing written, nothing sent
+
+
+def test_a_store_writes_each_price_once_until_it_changes(tmp_path):
+    """Every engine batch hands its prices in use; only those its store has not written yet (or
+    that changed since) are written, and a new store object (a new invocation) writes them all."""
+    from types import SimpleNamespace as P
+
+    from medhelm_core.costs import prices_recorded, prices_to_record
+    from medhelm_core.store import Store
+
+    store = Store(tmp_path / "medhelm.duckdb")
+    prices = {"a/x": P(priced=True, input_per_million=1.0, output_per_million=2.0),
+              "b/y": P(priced=True, input_per_million=3.0, output_per_million=4.0),
+              "c/free": P(priced=False, input_per_million=None, output_per_million=None)}
+    assert set(prices_to_record(store, prices)) == {"a/x", "b/y"}
+    prices_recorded(store, prices_to_record(store, prices))
+    assert prices_to_record(store, prices) == {}
+    changed = {**prices, "b/y": P(priced=True, input_per_million=3.0, output_per_million=5.0)}
+    assert set(prices_to_record(store, changed)) == {"b/y"}
+    assert set(prices_to_record(Store(tmp_path / "medhelm.duckdb"), prices)) == {"a/x", "b/y"}
