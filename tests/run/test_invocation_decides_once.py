@@ -58,3 +58,49 @@ def test_one_expansion_and_one_up_to_date_decision_per_invocation(tmp_path, monk
         assert f"{runs} runs: {runs} reused, 0 new calls" in capsys.readouterr().err
     finally:
         server.close()
+
+
+def test_the_runs_build_their_datasets_and_the_dagster_job_records_those_builds(tmp_path, monkeypatch):
+    """medhelm-run starts its runs before the Dagster jobs that record the suite and its datasets:
+    the first run of a dataset builds it (once) unless the dataset job got there first, and that
+    job reports each build as its own."""
+    import threading
+
+    import dagster as dg
+
+    from medhelm_core.run import datasets as dataset_layer
+
+    server = MockServer()
+    try:
+        env = lay_out_inputs(SYNTHETIC / "inputs", tmp_path, server.base_url) / "prod_env"
+        (env / "credentials.conf").write_text('mockaiApiKey: "sk-mock-not-a-secret"\n')
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+        builds, callers, caller = [], [], threading.local()
+        real_build, real_asked = dataset_layer._build_dataset, dataset_layer.build_dataset
+
+        def counted(ws, key):
+            info = real_build(ws, key)
+            builds.append((key, info["built"], caller.who))
+            return info
+
+        def asked(ws, key, for_run=False):
+            caller.who = "run" if for_run else "dagster job"
+            callers.append(caller.who)
+            return real_asked(ws, key, for_run=for_run)
+
+        monkeypatch.setattr(dataset_layer, "_build_dataset", counted)
+        monkeypatch.setattr(dataset_layer, "build_dataset", asked)
+        assert run_main(ARGS) == 0
+    finally:
+        server.close()
+    built = [key for key, did, _ in builds if did]
+    assert built and len(built) == len(set(built))  # each dataset built once ...
+    # ... the first by a run, before the Dagster job (which builds those no started run reached yet)
+    assert [who for _, did, who in builds if did][0] == "run", builds
+    assert "dagster job" in callers
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        events = instance.fetch_materializations(dg.AssetKey("private_datasets"), limit=100).records
+        recorded = {e.asset_materialization.partition: e.asset_materialization.metadata["rebuilt"].value
+                    for e in events}
+    assert recorded == {key: True for key in built}
