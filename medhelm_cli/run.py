@@ -17,6 +17,7 @@ from medhelm_core.storage import add_storage_argument
 
 PROG = "medhelm-run"
 BUDGET_EXIT = 3  # stopped at --budget: everything paid is stored, rerun to continue
+WAITING_EXIT = 4  # stopped waiting with runs still in a vendor batch: rerun (or --collect) to continue
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +44,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="one progress display on stderr: per deployment, in flight / limit, requests/s, "
                              "done / total and cost (default: when stderr is a terminal)")
+    batch = parser.add_argument_group("vendor batches", "half price, answered within 24 hours (OpenAI, Azure "
+                                      "OpenAI, Anthropic); deployments with `batch: true` in "
+                                      "medhelm_deployments.yaml go by batch without --batch")
+    batch.add_argument("--batch", action="store_true",
+                       help="send the model's and the judges' requests through the vendors' batch APIs for every "
+                            "deployment that has one (the others run online in the same invocation)")
+    batch.add_argument("--no-wait", action="store_true",
+                       help="submit the batches, run online what no batch holds, and exit; rerun (or --collect) "
+                            "later to collect them")
+    batch.add_argument("--collect", action="store_true",
+                       help="only collect the outstanding batches (waiting for them unless --no-wait); submit "
+                            "nothing, run nothing")
+    batch.add_argument("--max-wait", type=float, default=None, metavar="SECONDS",
+                       help="stop waiting for batches after SECONDS: the runs still in one are left for the next "
+                            f"invocation (exit {WAITING_EXIT}) (default: until every batch has ended, at most the "
+                            "vendors' 24 hours)")
     return parser
 
 
@@ -59,9 +76,22 @@ def _checked(args):
     check_input_folder("--local-path", args.local_path)
     check_count("--num-threads", args.num_threads)
     check_amount("--budget", args.budget)
+    check_amount("--max-wait", args.max_wait)
     for path in args.benchmark_path:
         check_input_folder("--benchmark-path", path, must_exist=True)
+    _check_batch_flags(args)
     return args
+
+
+def _check_batch_flags(args) -> None:
+    """Flags that contradict each other: one line, before anything is read."""
+    waits = (("--collect", args.collect), ("--no-wait", args.no_wait), ("--max-wait", args.max_wait is not None))
+    for flag, on in waits:
+        for other, also in (("--dry-run", args.dry_run), ("--estimate-cost", args.estimate_cost)):
+            if on and also:
+                raise MedhelmError(f"{flag} with {other}: {other} sends nothing, there is no batch to wait for")
+    if args.no_wait and args.max_wait is not None:
+        raise MedhelmError("--max-wait with --no-wait: --no-wait does not wait")
 
 
 def _run(args) -> int:
@@ -75,7 +105,9 @@ def _run(args) -> int:
     if args.dry_run:
         return _dry_run(ws, entries)
     if args.estimate_cost:
-        return _estimate(ws, entries, args.budget)
+        return _estimate(ws, entries, args.budget, args.batch)
+    if args.collect:
+        return _collect(ws, args, entries)
     return _execute(ws, args, selection, entries)
 
 
@@ -90,15 +122,103 @@ def _dry_run(ws, entries) -> int:
     return 0
 
 
-def _estimate(ws, entries, budget: float | None) -> int:
-    from medhelm_core.run.estimate import estimate_runs, format_estimate
+def _estimate(ws, entries, budget: float | None, force_batch: bool) -> int:
+    from medhelm_core.run.estimate import estimate_runs, format_estimate, with_batch_prices
     from medhelm_core.run.preflight import run_problems
 
     problems = run_problems(ws, entries)  # keys, deployments, judges: before any data is read
-    print(format_estimate(estimate_runs(ws, entries), budget=budget))
+    est = estimate_runs(ws, entries)
+    if force_batch or any(_setting_batches(ws, r.deployment) for r in est.rows):
+        est = with_batch_prices(ws, est, force_batch=force_batch)  # the price by batch beside the online one
+    print(format_estimate(est, budget=budget))
     for problem in problems:
         print(f"Before a run can start: {problem}")
     return 0
+
+
+def _setting_batches(ws, deployment: str) -> bool:
+    """The deployment's `batch` setting (medhelm_deployments.yaml); False for one the settings cannot name."""
+    try:
+        return bool(ws.deployment_settings(deployment).batch)
+    except MedhelmError:
+        return False
+
+
+def _batch_mode(ws, args, entries) -> bool:
+    """Whether this invocation goes through the batch pass: --batch, a deployment of its runs (model or
+    judge) with `batch: true`, or batches an earlier invocation left outstanding (collected first, so
+    that no online call pays for a request a live batch holds)."""
+    if args.batch or _outstanding(ws):
+        return True
+    return any(_setting_batches(ws, d) for _, spec in entries for d in {_model_of(spec), *_judges_of(ws, spec)})
+
+
+def _model_of(spec: dict) -> str:
+    return spec["adapter_spec"]["model_deployment"]
+
+
+def _judges_of(ws, spec: dict) -> set[str]:
+    """The deployments of a run spec's LLM juries."""
+    deployments = set()
+    for aspec in spec.get("annotators") or []:
+        judges = getattr(ws.catalog.annotator(aspec, spec["name"]), "judges", None) or {}
+        deployments |= {info["model_deployment"] for info in judges.values()}
+    return deployments
+
+
+def _outstanding(ws) -> bool:
+    """Whether the ledger holds live batches (`batch_pass.has_outstanding`, without the vendors' SDKs)."""
+    from medhelm_core.batch import ledger
+
+    return ws.store.exists() and bool(ledger.outstanding(ws.store))
+
+
+def _say(line: str) -> None:
+    print(f"{PROG}: {line}", file=sys.stderr)
+
+
+def _batch_pass(ws, args, runs, collect_only: bool = False):
+    """The batch pass on these runs, its lines on stderr; its report."""
+    from medhelm_core.run.batch_pass import batch_pass
+
+    report = batch_pass(ws, runs, wait=not args.no_wait, collect_only=collect_only, force_batch=args.batch,
+                        max_wait_s=args.max_wait, on_event=_say)
+    _say(report.summary_line())
+    for error in report.errors[1:]:  # the first is in the summary line
+        _say(f"batch: {error}")
+    if report.online_deployments:
+        _say(f"batch: no batch API, asked online: {', '.join(sorted(report.online_deployments))}")
+    return report
+
+
+def _waiting_line(report, waiting: int, args) -> str:
+    """What the user does next about runs (or batches) still in a vendor batch."""
+    head = (f"{waiting} run(s) wait on {len(report.outstanding)} outstanding batch(es)" if waiting
+            else f"{len(report.outstanding)} batch(es) still outstanding")
+    # Without --no-wait the pass stops waiting at --max-wait, or on batches it cannot poll (said above).
+    why = "" if args.no_wait else " (--max-wait reached)" if args.max_wait is not None else " (see above)"
+    return (f"{head}{why}: rerun the same command to collect them and finish the runs, or add --collect to only "
+            f"collect (or turn on the Dagster sensor medhelm_batches); vendors answer within 24 hours")
+
+
+def _collect(ws, args, entries) -> int:
+    """--collect: the outstanding batches collected (waited for, unless --no-wait); nothing submitted, no run."""
+    from medhelm_core.run.preflight import check_offline
+    from medhelm_core.run.workspace import RunRef
+
+    if not _outstanding(ws):
+        _say("batch: nothing outstanding to collect")
+        return 0
+    if args.offline:
+        check_offline(ws, entries)
+    report = _batch_pass(ws, args, [RunRef(args.suite, spec["name"]) for _, spec in entries], collect_only=True)
+    if report.outstanding:
+        _say(_waiting_line(report, len(report.pending_runs), args))
+    elif report.collected:
+        _say("every batch collected: rerun the same command without --collect to finish the runs")
+    if report.errors:
+        return 1
+    return WAITING_EXIT if report.outstanding and not args.no_wait else 0
 
 
 def _preflight(ws, args, entries) -> None:
@@ -124,13 +244,19 @@ class _Report:
     """One stderr line per run as it ends (the runs of an invocation end in any order)."""
 
     def __init__(self, total: int):
-        self.total, self.outcomes = total, []
+        self.total, self.outcomes, self.waiting = total, [], []
+
+    def wait(self, run) -> None:
+        """A run left out of the online execution: a live vendor batch holds some of its requests."""
+        self.waiting.append(run)
+        print(f"[{len(self.outcomes) + len(self.waiting)}/{self.total}] WAITING {run.run_name} (in a vendor batch)",
+              file=sys.stderr)
 
     def __call__(self, outcome) -> None:
         from medhelm_core.costs import BudgetExhausted
 
         self.outcomes.append(outcome)
-        head = f"[{len(self.outcomes)}/{self.total}]"
+        head = f"[{len(self.outcomes) + len(self.waiting)}/{self.total}]"
         if outcome.reused:
             return
         if not outcome.started:
@@ -157,41 +283,99 @@ def _execute(ws, args, selection, entries) -> int:
     # One budget and one progress display for every run this invocation launches.
     ws.controls = RunControls(budget=Budget(args.budget) if args.budget is not None else None)
     report = ws.controls.on_outcome = _Report(len(plan.runs))
-    _launch(ws, args, selection, entries, plan)
-    return _verdict(report.outcomes, len(plan.runs), args.budget)
+    batch = _launch(ws, args, selection, entries, plan)
+    code = _verdict(report.outcomes, len(plan.runs), args.budget)
+    if report.waiting:
+        _say(_waiting_line(batch, len(report.waiting), args))
+        if code == 0 and not args.no_wait:
+            return WAITING_EXIT
+    return code
 
 
-def _launch(ws, args, selection, entries, plan) -> None:
+def _launch(ws, args, selection, entries, plan):
+    """Register the runs, run the batch pass (in batch mode), then the online runs and the Dagster jobs
+    that record them; the batch pass's report (None without one)."""
     from medhelm_core.progress import progress_display
     from medhelm_core.run import suite as suite_layer
     from medhelm_core.run.datasets import is_current
-    from medhelm_core.run.entries import cells_of, scenario_partitions
+    from medhelm_core.run.entries import cells_of, register_runs, scenario_partition_key, scenario_partitions
+
+    # The runs are registered and started first; the Dagster jobs that record them follow while
+    # they run. A run whose dataset is not built yet builds it first (its first run does).
+    register_runs(ws, args.suite, entries)
+    tiers = scenario_partitions(entries, ws.catalog)
+    to_build = {key for keys in tiers.values() for key in keys if not is_current(ws, key)}
+    datasets = {run: key for run, key in ((r, scenario_partition_key(spec["scenario_spec"], ws.edition))
+                                          for r, (_, spec) in zip(plan.runs, entries)) if key in to_build}
+    cells = dict(zip(plan.runs, cells_of(args.suite, entries)))
+    runs, fresh, batch = plan.runs, plan.fresh, None
+    if _batch_mode(ws, args, entries):
+        runs, fresh, batch = _before_online(ws, args, plan, entries, to_build)
+        datasets = {}  # built by _before_online
+    elif args.no_wait:
+        _say("--no-wait: no deployment of these runs batches (add --batch, or batch: true in "
+             "medhelm_deployments.yaml): they run online")
+    with progress_display(ws, args.progress):
+        execution = suite_layer.SuiteExecution(ws, runs, suite_layer.STAGES, fresh=fresh, datasets=datasets)
+        try:
+            for outcome in execution.take_reused():
+                ws.controls.on_outcome(outcome)
+            ws.controls.started = execution if execution.runs else None
+            launch = _record(ws, args, selection, entries, tiers, to_build)
+            if execution.runs:
+                launch.run_layers(execution.runs, [cells[r] for r in execution.runs])
+        finally:  # not taken (a job failed before the layers' step): its runs are not left running
+            ws.controls.started = None
+            execution.close()
+    if launch.failure and len(ws.controls.on_outcome.outcomes) < len(runs):
+        raise MedhelmError(launch.failure)  # the step failed outside any run (bug, bad config)
+    return batch
+
+
+def _before_online(ws, args, plan, entries, to_build: set):
+    """The batch pass on the stale runs (their datasets built first: the batch's requests are built
+    from them); (the runs to run online: all but those a live batch holds, the up-to-date ones, the
+    pass's report).
+
+    A run whose model answers online but whose judges batch has its model asked first (the model
+    batches already submitted meanwhile), so that its jury goes into the judges' batches too."""
+    from medhelm_core.run import suite as suite_layer
+    from medhelm_core.run.batch_pass import batch_flavour, batch_pass
+    from medhelm_core.run.datasets import build_dataset
+
+    for key in sorted(to_build):
+        build_dataset(ws, key, for_run=True)  # the job that records the datasets reports these builds
+    # Decided here, once (the execution takes it): the batch pass asks only for the stale runs.
+    fresh = plan.fresh if plan.fresh is not None else suite_layer.up_to_date(ws, plan.runs)
+    stale = [r for r in plan.runs if r not in fresh]
+    specs = {r: spec for r, (_, spec) in zip(plan.runs, entries)}
+    model_first = [r for r in stale if batch_flavour(ws, _model_of(specs[r]), args.batch) is None
+                   and any(batch_flavour(ws, d, args.batch) is not None for d in _judges_of(ws, specs[r]))]
+    if model_first:
+        batch_pass(ws, stale, wait=False, force_batch=args.batch, on_event=_say)  # the model batches go first
+        execution = suite_layer.SuiteExecution(ws, model_first, ("requests", "completions"))
+        for _ in execution.outcomes():  # what fails here fails again, and is reported, in the runs below
+            pass
+    report = _batch_pass(ws, args, stale)
+    waiting = set(report.pending_runs)
+    for run in report.pending_runs:  # not online now: reported as waiting, not as failed
+        ws.controls.on_outcome.wait(run)
+    return [r for r in plan.runs if r not in waiting], fresh, report
+
+
+def _record(ws, args, selection, entries, tiers: dict, to_build: set):
+    """The Dagster jobs that record the suite and its datasets (the runs already going)."""
     from medhelm_dagster.launch import SuiteLaunch
 
     # What the runs list shows for this invocation's Dagster runs (the UI can filter on them).
     tags = {"medhelm/suite": args.suite, "medhelm/edition": ws.edition,
             "medhelm/conf": " ".join(selection.conf_paths + [f"-r {d}" for d in selection.run_entries or []])[:1000]}
     launch = SuiteLaunch(ws, tags)
-    launch.register(selection.model_dump(), entries)
-    for tier, keys in scenario_partitions(entries, ws.catalog).items():
-        if not all(is_current(ws, key) for key in keys):
+    launch.register(selection.model_dump(), entries, registered=True)
+    for tier, keys in tiers.items():
+        if to_build.intersection(keys):
             launch.build_datasets(tier, keys)
-    cells = dict(zip(plan.runs, cells_of(args.suite, entries)))
-    with progress_display(ws, args.progress):
-        # The runs start now, before Dagster plans the run that records them (its planned events,
-        # a few per cell, take seconds at a suite's width): its step takes them over.
-        execution = suite_layer.SuiteExecution(ws, plan.runs, suite_layer.STAGES, fresh=plan.fresh)
-        try:
-            for outcome in execution.take_reused():
-                ws.controls.on_outcome(outcome)
-            if execution.runs:
-                ws.controls.started = execution
-                launch.run_layers(execution.runs, [cells[r] for r in execution.runs])
-        finally:  # not taken (the run failed before its step): its runs are not left running
-            ws.controls.started = None
-            execution.close()
-    if launch.failure and len(ws.controls.on_outcome.outcomes) < len(plan.runs):
-        raise MedhelmError(launch.failure)  # the step failed outside any run (bug, bad config)
+    return launch
 
 
 def _verdict(outcomes, total: int, budget: float | None) -> int:

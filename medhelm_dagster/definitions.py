@@ -6,6 +6,7 @@ import dagster as dg
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
+from medhelm_dagster.batches import BATCH_SENSORS, vendor_batches  # noqa: E402
 from medhelm_dagster.leaderboard import SUMMARY_ASSETS  # noqa: E402
 from medhelm_dagster.partitions import grid_partitions, scenario_partitions  # noqa: E402
 from medhelm_dagster.pipeline import DATASET_ASSETS, PER_RUN_ASSETS, run_entries  # noqa: E402
@@ -30,8 +31,9 @@ run_layers = dg.define_asset_job("run_layers", selection=dg.AssetSelection.asset
                                              "every per-run layer, all at once.")
 
 defs = dg.Definitions(
-    assets=[run_entries, *DATASET_ASSETS.values(), *PER_RUN_ASSETS, *SUMMARY_ASSETS, *PUBLISHED_ASSETS],
+    assets=[run_entries, *DATASET_ASSETS.values(), *PER_RUN_ASSETS, *SUMMARY_ASSETS, *PUBLISHED_ASSETS, vendor_batches],
     jobs=[register_suite, *dataset_jobs, run_layers],
+    sensors=BATCH_SENSORS,  # medhelm_batches: stopped until turned on (batches.py)
     resources={"medhelm": MedhelmResource.from_env(), "run_controls": RunControls(),
                "published": PublishedResource.from_env()},
     executor=dg.in_process_executor,

@@ -18,11 +18,25 @@ the online runs find the answers stored.
 """
 from __future__ import annotations
 
+import importlib
+
 from medhelm_core.batch import ledger
-from medhelm_core.batch.lifecycle import SubmitReport, collect, poll, resume, store_collected, submit
-from medhelm_core.batch.protocol import (ANSWERED, ANTHROPIC, AZURE, ENDED_STATES, FAILED_ITEM, FLAVOURS, OPENAI,
-                                         RETRY, RUNNING_STATES, BatchAPI, BatchAPIError, BatchResults, BatchStatus,
-                                         Flavour, ItemOutcome, batch_api, flavour_of, input_file)
+
+# The rest load when first asked for: `protocol` imports the vendors' SDKs (a second or two), which a
+# command that only looks at the ledger (`medhelm-run` without batches, the code location) never needs.
+_LAZY = {**{name: "medhelm_core.batch.lifecycle" for name in
+            ("SubmitReport", "collect", "poll", "resume", "store_collected", "submit")},
+         **{name: "medhelm_core.batch.protocol" for name in
+            ("ANSWERED", "ANTHROPIC", "AZURE", "ENDED_STATES", "FAILED_ITEM", "FLAVOURS", "OPENAI", "RETRY",
+             "RUNNING_STATES", "BatchAPI", "BatchAPIError", "BatchResults", "BatchStatus", "Flavour", "ItemOutcome",
+             "batch_api", "flavour_of", "input_file")}}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["ANSWERED", "ANTHROPIC", "AZURE", "BatchAPI", "BatchAPIError", "BatchResults", "BatchStatus",
            "ENDED_STATES", "FAILED_ITEM", "FLAVOURS", "Flavour", "ItemOutcome", "OPENAI", "RETRY", "RUNNING_STATES",

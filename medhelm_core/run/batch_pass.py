@@ -31,6 +31,12 @@ for the online path as well). The spend of a batch collected in this invocation 
 reservation; one submitted by an earlier invocation was counted there.
 
 A deployment without a batch API (or whose `batch` is off) is not touched: the online runs ask it.
+
+`pending_runs` names every run a live batch holds a request of, model or judge, whoever submitted it
+(judge requests are matched to runs by computing their juries' requests when the pass did not), so the
+online runs after it never pay for a request a batch holds. `jury_only` is the Dagster sensor's pass
+(`medhelm_dagster/batches.py`, over `batch_runs(ws)`): collect, and batch only the judge requests that
+no batch ever held (nothing failed or expired is batched again, so no request cycles through batches).
 """
 from __future__ import annotations
 
@@ -50,6 +56,7 @@ from medhelm_core.errors import MedhelmError
 from medhelm_core.run import annotations as annotation_layer
 from medhelm_core.run import requests as request_layer
 from medhelm_core.run.entries import run_workspace
+from medhelm_core.run.suite import up_to_date
 from medhelm_core.run.workspace import RunRef, Workspace
 from medhelm_core.store import insert_answers
 
@@ -119,7 +126,7 @@ def has_outstanding(ws: Workspace) -> bool:
 
 
 def batch_pass(ws: Workspace, runs: Iterable[RunRef], *, wait: bool = True, collect_only: bool = False,
-               force_batch: bool = False, max_wait_s: float | None = None,
+               jury_only: bool = False, force_batch: bool = False, max_wait_s: float | None = None,
                sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
                poll_seconds: float | None = None, on_event: Callable[[str], None] | None = None) -> BatchPassReport:
     """Batch what the runs need from deployments that batch, then (with `wait`) wait for the batches and
@@ -129,18 +136,20 @@ def batch_pass(ws: Workspace, runs: Iterable[RunRef], *, wait: bool = True, coll
                   out: nothing of theirs is asked)
     wait          False (`--no-wait`): submit, collect what has already ended, and return
     collect_only  (`--collect`): resume, poll and collect the outstanding batches; submit nothing
+    jury_only     (the Dagster sensor): collect, then submit only judge requests that no batch ever held
+                  (no model request, nothing asked again: what failed or expired is the online run's)
     force_batch   (`--batch`): every deployment with a batch API batches, whatever its `batch` setting
     max_wait_s    stop waiting after this long (the batches stay in the ledger)
     sleep, clock  injectable for tests; poll_seconds overrides every deployment's batch_poll_seconds
     on_event      told one line per batch submitted or collected (the command line prints them)
     """
-    return _Pass(ws, list(runs), force_batch, sleep, clock, poll_seconds, on_event).run(wait, collect_only,
-                                                                                         max_wait_s)
+    return _Pass(ws, list(runs), force_batch, sleep, clock, poll_seconds, on_event, jury_only).run(
+        wait, collect_only, max_wait_s)
 
 
 class _Pass:
     def __init__(self, ws: Workspace, runs: list[RunRef], force_batch: bool, sleep, clock,
-                 poll_seconds: float | None, on_event):
+                 poll_seconds: float | None, on_event, jury_only: bool = False):
         self.ws, self.runs, self.force = ws, runs, force_batch
         self.sleep, self.clock, self.poll_seconds, self.on_event = sleep, clock, poll_seconds, on_event
         self.report = BatchPassReport()
@@ -154,6 +163,7 @@ class _Pass:
                                             else {})  # request key -> budget reservation (worst case)
         self._judge_keys: dict[RunRef, set[str]] = {}  # the judge requests this pass computed, per run
         self._given_up: set[str] = set()  # batches the vendor refused to show: not waited on by this pass
+        self.jury_only = jury_only
 
     # -- the pass ---------------------------------------------------------------------------------
     def run(self, wait: bool, collect_only: bool, max_wait_s: float | None) -> BatchPassReport:
@@ -162,7 +172,8 @@ class _Pass:
         start = self.clock()
         self._settle()
         if not collect_only:
-            self._model_round()
+            if not self.jury_only:
+                self._model_round()
             self._jury_round(None)
         while wait:
             interval = self._interval()
@@ -287,6 +298,10 @@ class _Pass:
     def _submit(self, run_ws: Workspace, deployment: str, requests: dict[str, dict], stage: str) -> None:
         with self.store.connect() as conn:
             free = ledger.unbatched(conn, list(requests))  # answered or in a live batch: not again
+            if self.jury_only and free:  # a sensor never re-batches what failed or expired (no endless loop)
+                seen = {k for (k,) in conn.execute("SELECT DISTINCT request_key FROM batch_items WHERE request_key"
+                                                   " IN (SELECT unnest(?::VARCHAR[]))", [free]).fetchall()}
+                free = [k for k in free if k not in seen]
         if not free:
             return
         api = self._api(run_ws, deployment)
@@ -462,7 +477,60 @@ class _Pass:
                 " AND suite || '/' || run_name IN (SELECT unnest(?::VARCHAR[]))",
                 [sorted(queued), [r.key for r in self.runs]]).fetchall()}
         held |= {run for run, keys in self._judge_keys.items() if keys & queued}
+        with self.store.connect() as conn:  # queued keys that are no run's model request: judge requests
+            judged = {k for (k,) in conn.execute(
+                "SELECT request_key FROM (SELECT unnest(?::VARCHAR[]) AS request_key)"
+                " WHERE request_key NOT IN (SELECT request_key FROM requests)", [sorted(queued)]).fetchall()}
+        if judged - {k for keys in self._judge_keys.values() for k in keys}:
+            # A jury batch this pass did not compute (an earlier invocation's, or one of judges that do not
+            # batch now): every judge request of the other runs is looked at, so no online run asks one.
+            for run in self.runs:
+                if run not in held and judge_keys(self._workspace(run), run) & judged:
+                    held.add(run)
         self.report.pending_runs = [r for r in self.runs if r in held]
 
 
-__all__ = ["BatchPassReport", "batch_pass", "has_outstanding"]
+def judge_keys(ws: Workspace, run: RunRef) -> set[str]:
+    """The keys of every judge request of the run's answered instances (whatever its judges' batch
+    settings), as the online jury asks them; empty without a jury (or when its plan cannot be made)."""
+    try:
+        plan = annotation_layer.JuryPlan(ws, run)
+        if not plan.juries:
+            return set()
+        states = annotation_layer.load_request_states(ws, run, with_annotations=False, answered_only=True)
+    except MedhelmError:
+        return set()
+    return {job.key for st in states for job in plan.judge_jobs(st)}
+
+
+def batch_runs(ws: Workspace) -> list[RunRef]:
+    """The registered runs not completed since, whose model or judge requests went into a vendor batch
+    (what the Dagster sensor watches): those with a model request in `batch_items`, and those never
+    completed (no `run_fingerprints` row) with a judge request there."""
+    if not ws.store.exists():
+        return []
+    with ws.store.connect() as conn:
+        if not conn.execute("SELECT count(*) FROM batch_items").fetchone()[0]:
+            return []
+        by_model = {RunRef(s, n) for s, n in conn.execute(
+            "SELECT DISTINCT suite, run_name FROM requests"
+            " WHERE request_key IN (SELECT request_key FROM batch_items)").fetchall()}
+        unfinished = [RunRef(s, n) for s, n in conn.execute(
+            "SELECT e.suite, e.run_name FROM run_entries e LEFT JOIN run_fingerprints f"
+            " ON f.suite = e.suite AND f.run_name = e.run_name"
+            " WHERE f.fingerprint IS NULL AND json_array_length(coalesce(e.run_spec->'annotators', '[]')) > 0"
+            " ORDER BY e.suite, e.run_name").fetchall()]
+    by_judge = set()
+    for run in unfinished:
+        keys = sorted(judge_keys(run_workspace(ws, run), run)) if run not in by_model else []
+        if keys:
+            with ws.store.connect() as conn:
+                if conn.execute("SELECT 1 FROM batch_items WHERE request_key IN (SELECT unnest(?::VARCHAR[]))"
+                                " LIMIT 1", [keys]).fetchone():
+                    by_judge.add(run)
+    runs = sorted(by_model | by_judge, key=lambda r: (r.suite, r.run_name))
+    done = up_to_date(ws, runs)
+    return [r for r in runs if r not in done]
+
+
+__all__ = ["BatchPassReport", "batch_pass", "batch_runs", "has_outstanding", "judge_keys"]

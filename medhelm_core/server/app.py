@@ -12,9 +12,14 @@
     GET /api/run?run=R[&suite=S]  one run: instances with prompt, references, completion, scores, judges
     GET /api/comparison        leaderboard_comparison rows of the target, with a summary
     GET /api/plots             data of the plots (mean win rate, reproduced vs published, cost vs score)
+    GET /api/jury              the judge ablation: each model's rank per jury variant (all, without:<judge>,
+                               only:<judge>) on the main leaderboard and per jury benchmark, rank stability,
+                               and the (benchmark, model) pairs with verdicts (jury.py)
+    GET /api/verdicts?benchmark=B&model=M  per instance of M on jury benchmark B: every judge's score and
+                               explanation per criterion, beside the clinicians' ratings of the item
 
-Every answer is read from DuckDB read-only (see data.py). With `redact=True` the run endpoint
-serves what the static export writes: private-tier text replaced.
+Every answer is read from DuckDB read-only (see data.py). With `redact=True` the run and
+verdicts endpoints serve what the static export writes: private-tier text replaced.
 
 Before anything else every request's `Host` and `Origin` are checked (guard.py: DNS rebinding and
 cross-origin reads); a refused one gets 403 with a one-line plain-text reason and no data. No answer
@@ -37,6 +42,7 @@ from medhelm_core.resources import SERVER_STATIC_DIR
 
 from .data import DataError, Reader, redact_run
 from .guard import HostGuard
+from .jury import redact_verdicts
 
 STATIC_DIR = SERVER_STATIC_DIR
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
@@ -68,6 +74,13 @@ def api_answer(reader: Reader, endpoint: str, params: dict[str, str], redact: bo
         return reader.comparison()
     if endpoint == "plots":
         return reader.plots()
+    if endpoint == "jury":
+        return reader.jury()
+    if endpoint == "verdicts":
+        if not params.get("benchmark") or not params.get("model"):
+            raise DataError("verdicts: missing ?benchmark= or ?model=")
+        verdicts = reader.verdicts(params["benchmark"], params["model"])
+        return redact_verdicts(verdicts) if redact else verdicts
     raise KeyError(endpoint)
 
 

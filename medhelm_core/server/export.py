@@ -2,9 +2,10 @@
 
 DIR/index.html opens from disk (file://) or any static web host: the same page, reading
 `data/*.js` files (one per API answer, listed in `data/manifest.js`) instead of the server.
-Every run is written through `redact_run`, so for runs whose tier is not shareable (anything but
-public) no prompt, reference, input, completion, judge explanation, raw judge answer or annotation
-text leaves the machine; scores, statuses, ids and the leaderboard numbers do.
+Every run is written through `redact_run` (and every judges' verdicts page through `redact_verdicts`),
+so for runs whose tier is not shareable (anything but public) no prompt, reference, input,
+completion, judge explanation, raw judge answer or annotation text leaves the machine; scores,
+statuses, ids, clinicians' ratings and the leaderboard numbers do.
 
 The export is all or nothing (see `export_static`): built beside DIR, swapped in when complete,
 refused where DIR holds files it did not make (unless --force).
@@ -192,8 +193,14 @@ def _write(reader: Reader, out: Path, include_runs: bool) -> dict:
     runs = put("runs")
     put("comparison")
     put("plots")
+    jury = put("jury")
     n_runs = n_redacted = 0
     if include_runs:
+        # the judges' verdicts of every (benchmark, model) the judges page links to, redacted as the runs are
+        for b in jury["benchmarks"]:
+            for m in b["models"]:
+                if m["n_judged"]:
+                    put("verdicts", {"benchmark": b["benchmark"], "model": m["model"]})
         last_suite = {r["run_name"]: r["suite"] for r in runs}
         for r in runs:
             extra = [data_key("run", {"run": r["run_name"]})] if last_suite[r["run_name"]] == r["suite"] else []

@@ -563,6 +563,7 @@ async function showRun(suite, runName) {
       (main.split ? "  (" + main.split + ")" : ""),
       main.description ? h("span", { class: "muted metric-desc" }, " — " + plainText(main.description)) : null)] : null,
     run.wrong_rule ? [h("dt", {}, "wrong answer"), h("dd", {}, run.wrong_rule)] : null,
+    Object.keys(run.judge_status || {}).length ? await juryLinks(run) : null,
     Object.keys(run.judge_status || {}).length ? [h("dt", {}, "judge status"), h("dd", {},
       Object.entries(run.judge_status).map(([k, v]) => h("span", { class: "badge " + k, style: "margin-right:6px" }, k + ": " + v)))] : null);
   out.push(kv);
@@ -722,6 +723,184 @@ async function showPlots() {
   setView(...out);
 }
 
+// ------------------------------------------------------------------ judges: ablation and verdicts
+
+/* A jury variant in words: `all`, `without:<judge>`, `only:<judge>` (analytics' jury_variant_scores). */
+function variantWords(v) {
+  if (v === "all") return "all judges";
+  if (v.startsWith("without:")) return "without " + v.slice(8);
+  if (v.startsWith("only:")) return v.slice(5) + " alone";
+  return v;
+}
+function verdictsHref(benchmark, model) { return "#/jury/" + enc(benchmark) + "/" + enc(model); }
+/* A jury benchmark (the jury metric's scenario_name) in words: its run group's display name, if it has one. */
+function benchWords(name) {
+  const g = ((state.groups && state.groups.groups) || []).find(x => x.name === name);
+  return g && g.display_name ? g.display_name : name;
+}
+
+/* A rank with the move against `all` (▲ up, ▼ down); a moved rank is highlighted. */
+function rankCell(rank, rankAll, tip, attrs) {
+  const moved = rank !== null && rank !== undefined && rankAll !== null && rankAll !== undefined && rank !== rankAll;
+  const d = moved ? rankAll - rank : 0;
+  return h("td", Object.assign({ class: "num rank" + (moved ? " moved" : ""), title: tip || null }, attrs || {}),
+    rank === null || rank === undefined ? "-" : String(rank),
+    moved ? h("span", { class: "move" }, d > 0 ? " ▲" + d : " ▼" + (-d)) : null);
+}
+
+function ratingsLine(note, id) {
+  return note ? h("p", { class: "note", id: id || "ratings-note" }, note) : null;
+}
+
+async function showJury() {
+  markSidebar(null);
+  const j = await api("jury");
+  const out = [h("h1", { id: "jury-title" }, "Judges: ablation and verdicts")];
+  out.push(h("p", { class: "desc" }, "What the leaderboard would be if the LLM jury held only some of its judges, " +
+    "recomputed from the verdicts already stored (no new calls): “all judges” is the jury as it scored; “without J” " +
+    "leaves judge J out; “J alone” keeps only J. Ranks: 1 is best, ties share the best rank; ▲/▼ is the move " +
+    "against all judges. A benchmark's “verdicts” show every judge's score and explanation per instance, beside " +
+    "the clinicians' ratings where there are any."));
+  if (j.jury_note) out.push(h("p", { class: "note", id: "no-jury" }, j.jury_note));
+  const r = j.ratings || {};
+  out.push(ratingsLine(r.note) || h("p", { class: "muted", id: "ratings-note" },
+    `${r.loaded} clinicians' ratings loaded; ${r.rated_items} judged instances of ${j.target} rated.`));
+  if (j.leaderboard && j.leaderboard.length && j.variants.length) {
+    const rows = byModelOrder(j.leaderboard, x => x.model_name);
+    out.push(h("h2", {}, "Main leaderboard: rank by mean win rate under each jury"),
+      h("div", { class: "table-wrap" }, h("table", { class: "plain jury", id: "jury-leaderboard" },
+        h("tr", {}, h("th", {}, "Model"), j.variants.map(v => h("th", { "data-variant": v, title: v }, variantWords(v)))),
+        rows.map(x => h("tr", { "data-model": x.model_name }, h("td", { class: "model" }, x.model_name),
+          j.variants.map(v => {
+            const c = x.by_variant[v] || {};
+            return rankCell(c.rank, x.rank_all, c.mean_win_rate === undefined ? null :
+              `mean win rate ${num3(c.mean_win_rate)} (${c.jury_columns} jury columns recomputed); rank ${x.rank_all} with all judges`,
+              { "data-variant": v });
+          }))))));
+  }
+  for (const b of j.benchmarks || []) {
+    const models = byModelOrder(b.models, m => m.display_name);
+    const vs = b.variants || [];
+    const stab = b.stability || {};
+    const foot = vs.length ? [
+      h("tr", { class: "stat", "data-stat": "kendall_tau" }, h("th", { title: "Kendall's τ-b between the models' scores under all judges and under the variant" }, "Kendall's τ-b vs all"),
+        vs.map(v => h("td", { class: "num", "data-variant": v }, stab[v] ? num3(stab[v].kendall_tau) : "-")), h("td")),
+      h("tr", { class: "stat", "data-stat": "adjacent_swaps" }, h("th", { title: "pairs of models the variant orders the other way round" }, "swapped pairs"),
+        vs.map(v => h("td", { class: "num", "data-variant": v }, stab[v] ? String(stab[v].adjacent_swaps) : "-")), h("td")),
+      h("tr", { class: "stat", "data-stat": "top_k_overlap" }, h("th", { title: "models in the top 1 / 2 / 3 under both" }, "top-1/2/3 overlap"),
+        vs.map(v => h("td", { class: "num", "data-variant": v }, stab[v] ? stab[v].top_k_overlap.join(" / ") : "-")), h("td")),
+    ] : [];
+    out.push(h("section", { class: "jury-bench", "data-benchmark": b.benchmark },
+      h("h2", {}, benchWords(b.benchmark), h("span", { class: "muted" }, "  " + [b.benchmark, ...b.metrics].join(" · "))),
+      b.judges.length ? h("p", { class: "muted" }, "judges: " + b.judges.join(", ")) : null,
+      h("div", { class: "table-wrap" }, h("table", { class: "plain jury jury-ranks" },
+        h("tr", {}, h("th", {}, "Model"), vs.map(v => h("th", { "data-variant": v, title: v }, variantWords(v))), h("th", {}, "verdicts")),
+        models.map(m => {
+          const all = (m.by_variant.all || {}).rank;
+          return h("tr", { "data-model": m.model },
+            h("td", { class: "model" }, m.display_name),
+            vs.map(v => {
+              const c = m.by_variant[v];
+              return c ? rankCell(c.rank, all, `score ${num3(c.value)} over ${c.n_instances} instances` +
+                (c.n_defaulted ? ` (${c.n_defaulted} scored the default: no judge of the variant scored them)` : ""),
+                { "data-variant": v }) : h("td", { class: "num", "data-variant": v }, "-");
+            }),
+            h("td", {}, m.n_judged ? h("a", { href: verdictsHref(b.benchmark, m.model), class: "verdicts-link" },
+              `${m.n_judged} judged · ${m.n_rated} rated`) : h("span", { class: "muted" }, "no verdicts at hand")));
+        }),
+        foot))));
+  }
+  setView(...out);
+}
+
+function verdictCard(v, inst, manyRuns) {
+  const card = h("div", { class: "instance verdict", "data-instance": inst.instance_id, "data-run": inst.run_name });
+  card.appendChild(h("h3", {}, inst.instance_id,
+    manyRuns ? h("span", { class: "badge", title: inst.run_name }, inst.suite) : null,
+    inst.clinicians.length ? h("span", { class: "badge ok" }, `rated by ${inst.clinicians.length} clinician${inst.clinicians.length === 1 ? "" : "s"}`) : null,
+    h("a", { href: runHref(inst.run_name, inst.suite), class: "muted" }, "prompt and completion")));
+  const judges = inst.judges;
+  const head = h("tr", {}, h("th", {}, "criterion"),
+    judges.map(j => h("th", { "data-judge": j.judge }, j.judge, j.status !== "ok" ? h("span", { class: "badge " + j.status }, " " + j.status) : null)),
+    h("th", { title: "the mean of the judges' scores" }, "jury (mean)"),
+    h("th", { title: "the mean of the clinicians' ratings; each rating in file order below" }, "clinicians"));
+  const rows = v.criteria.map(c => {
+    const rated = v.dimensions.includes(c);
+    const ratings = rated ? inst.clinicians.map(x => x[c]).filter(x => x !== null && x !== undefined) : [];
+    return h("tr", { "data-criterion": c }, h("th", {}, c),
+      judges.map(j => {
+        const got = (j.criteria || []).find(x => x.name === c);
+        if (!got) return h("td", { class: "muted", "data-judge": j.judge }, j.status === "ok" ? "-" : j.status);
+        const red = typeof got.explanation === "string" && got.explanation.startsWith("[redacted");
+        return h("td", { "data-judge": j.judge },
+          h("div", { class: "score" }, fmt(got.score)),
+          // model output: a text node, never HTML
+          h("div", { class: "explanation" + (red ? " muted" : "") }, got.explanation || ""));
+      }),
+      h("td", { class: "num jury-mean" }, fmt(inst.jury[c])),
+      h("td", { class: "num clinicians" }, rated && ratings.length ? [fmt(inst.clinicians_mean[c]),
+        h("div", { class: "muted ratings" }, ratings.map(fmt).join(", "))] : "-"));
+  });
+  card.appendChild(h("table", { class: "plain verdict-table" }, h("thead", {}, head), h("tbody", {}, rows)));
+  for (const j of judges) if (j.error) card.appendChild(h("p", { class: "muted judge-error" }, j.judge + ": " + j.error));
+  return card;
+}
+
+async function showVerdicts(benchmark, model) {
+  markSidebar(null);
+  const v = await api("verdicts", { benchmark, model });
+  const out = [h("p", { class: "muted" }, h("a", { href: "#/jury" }, "Judges"), " › ", benchmark)];
+  out.push(h("h1", { id: "verdicts-title", title: benchmark }, benchWords(benchmark) + " · " + (v.display_name || v.model)));
+  out.push(h("dl", { class: "kv" },
+    h("dt", {}, "model"), h("dd", {}, v.model + (v.model_deployment && v.model_deployment !== v.model ? "  (" + v.model_deployment + ")" : "")),
+    h("dt", {}, "runs"), h("dd", {}, v.runs.map((r, i) => [i ? " · " : "", h("a", { href: runHref(r.run_name, r.suite), title: r.run_name }, r.suite),
+      " ", h("span", { class: "badge " + r.tier }, r.tier)])),
+    h("dt", {}, "judges"), h("dd", {}, v.judges.join(", ")),
+    h("dt", {}, "clinicians' item"), h("dd", {}, `dataset_name ${v.benchmark}, model_key ${v.model_key}, instance_id`),
+    v.redacted ? [h("dt", {}, "text"), h("dd", { class: "muted" }, "judge explanations of non-public runs redacted in this shareable copy")] : null));
+  out.push(ratingsLine(v.ratings_note) || h("p", { class: "muted", id: "ratings-note" },
+    `${v.n_rated} of ${v.instances.length} instances rated by clinicians.`));
+  const list = h("div", { id: "verdicts" });
+  const count = h("span", { id: "verdict-count", class: "muted" });
+  const manyRuns = v.runs.length > 1;
+  let onlyRated = false, query = "", shown = 20;
+  const filtered = () => v.instances.filter(i => (!onlyRated || i.clinicians.length) &&
+    (!query || [i.instance_id, ...i.judges.flatMap(j => (j.criteria || []).map(c => c.explanation))]
+      .some(t => t && String(t).toLowerCase().includes(query))));
+  const draw = () => {
+    const items = filtered();
+    count.textContent = `showing ${Math.min(shown, items.length)} of ${items.length} instances` +
+      (items.length !== v.instances.length ? ` (${v.instances.length} judged)` : "");
+    list.replaceChildren(...items.slice(0, shown).map(i => verdictCard(v, i, manyRuns)),
+      items.length > shown ? h("button", { class: "more", id: "more", onclick: () => { shown += 50; draw(); } }, "Show more") : "");
+  };
+  out.push(h("div", { class: "controls" },
+    h("label", {}, h("input", { type: "checkbox", id: "only-rated", onchange: e => { onlyRated = e.target.checked; shown = 20; draw(); } }),
+      ` only instances clinicians rated (${v.n_rated})`),
+    h("input", { type: "search", id: "verdict-search", placeholder: "search id or explanation",
+      oninput: e => { query = e.target.value.trim().toLowerCase(); shown = 20; draw(); } }),
+    count));
+  out.push(list);
+  setView(...out);
+  draw();
+}
+
+/* On a run page: links to its jury's verdicts view (the benchmarks whose verdicts list this run). */
+async function juryLinks(run) {
+  let j;
+  try { j = await api("jury"); } catch (e) { return null; }
+  const links = [];
+  for (const b of j.benchmarks || []) {
+    for (const m of b.models) {
+      if (m.n_judged && (m.runs || []).includes(run.run_name)) {
+        links.push(h("a", { href: verdictsHref(b.benchmark, m.model), class: "verdicts-link" },
+          `every judge's verdict on ${benchWords(b.benchmark)} for ${m.display_name}, beside clinicians' ratings`));
+      }
+    }
+  }
+  return links.length ? [h("dt", {}, "judges"), h("dd", { id: "run-verdicts" }, links.map((a, i) => [i ? " · " : "", a]))] : null;
+}
+
 // ------------------------------------------------------------------ shell
 
 function renderSidebar() {
@@ -772,6 +951,11 @@ async function route() {
     else if (parts[0] === "runs") { markNav("runs"); await showRuns(params.get("names") ? params.get("names").split("|") : null); }
     else if (parts[0] === "compare") { markNav("compare"); await showCompare(); }
     else if (parts[0] === "plots") { markNav("plots"); await showPlots(); }
+    else if (parts[0] === "jury") {
+      markNav("jury");
+      if (parts[1]) await showVerdicts(parts[1], parts.slice(2).join("/"));
+      else await showJury();
+    }
     else { markNav("group"); await showGroup(parts[0] === "group" ? parts[1] : null); }
     document.body.dataset.ready = path;
   } catch (err) {
