@@ -30,8 +30,11 @@ figures move by +-20% with it), one run each:
 | 5  | after  [6.5] | 1,582 |  80.0 s (11.3 s) |  7.1x | 17.8 s (16.4 s) | 76.1 s, 48.1 (main 43.2) | 1.27 GB + 0.37 GB scoring worker |
 | 20 | before [5.8] | 6,267 | 193.2 s (44.4 s) | 4.35x | 67.7 s (37.9 s) | 144.6 s, 23.1 | 2.01 GB |
 | 20 | after  [6.1] | 6,267 | 112.0 s (44.2 s) | 2.53x | 17.5 s (17.0 s) | 112.3 s, 17.9 (main 15.4) | 1.24 GB + 0.52 GB scoring worker |
+| 5  | now    [2.2] | 1,582 |  45.9 s (11.1 s) |  4.13x |  6.8 s (7.2 s) | 53.1 s, 33.6 (main 29.1) | 1.47 GB + 0.72 GB scoring worker |
+| 20 | now    [4.5] | 6,267 |  77.8 s (43.9 s) | 1.77x |  7.2 s (7.6 s) | 91.0 s, 14.5 (main 12.4) | 1.52 GB + 0.71 GB scoring worker |
+| 100 | now  [14.8] | 31,031 | 334.7 s (219.8 s) | 1.52x | 10.9 s (10.4 s) | 284.5 s, 9.2 (main 7.8) | 1.61 GB + 0.73 GB scoring worker |
 
-A rerun with nothing new: 4.8 s. "before": the tree before issue 40's first slice (the Dagster run
+A rerun with nothing new: 4.8 s (after), 2.6 s (now). "now": see docs/performance.md. "before": the tree before issue 40's first slice (the Dagster run
 planned every cell of the suite's rectangle, 1,820 events, and materialized its 182 holes before
 the first call; each run parsed every instance of its benchmark).
 
