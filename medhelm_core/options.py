@@ -25,11 +25,16 @@ MAX_DATA_FILE_ENV = "MEDHELM_MAX_DATA_FILE_MB"
 MAX_DATA_FILE_MB_DEFAULT = 2048
 
 
+def is_name(value) -> bool:
+    """Whether `value` is usable as one folder name (see NAME_CHARS)."""
+    return isinstance(value, str) and bool(_NAME.match(value)) and len(value) <= NAME_MAX
+
+
 def check_name(flag: str, value: Optional[str]) -> None:
     """A name usable as one folder name (see NAME_CHARS)."""
     if value is None:
         return
-    if not isinstance(value, str) or not _NAME.match(value) or len(value) > NAME_MAX:
+    if not is_name(value):
         raise MedhelmError(f"{flag} {shorten(repr(value))}: a name of {NAME_CHARS} (at most {NAME_MAX} "
                            f"characters) is needed, as it names a folder")
 

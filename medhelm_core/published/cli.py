@@ -4,6 +4,7 @@
     medhelm-import --source ../shared/oracle/synthetic/benchmark_output --release oracle
     medhelm-import --source ../shared/oracle/public/benchmark_output --suite public-n50
     medhelm-import --human-ratings medhelm_human_annotation.csv -o benchmark_output
+    medhelm-import --rejudge my_judges.yaml --suite public-n50 --local-path prod_env   # -> public-n50@my_judges
 
 Dagster-free on purpose (it starts in well under a second); the Dagster assets in
 medhelm_dagster/published.py call the same functions.
@@ -18,7 +19,7 @@ import warnings
 from typing import Optional
 
 from medhelm_core.errors import MedhelmError, unexpected_line
-from medhelm_core.options import check_count, check_name, check_output_folder
+from medhelm_core.options import check_amount, check_count, check_name, check_output_folder
 from medhelm_core.selections import ImportSelection, add_arguments
 from medhelm_core.lake_store import open_store
 from medhelm_core.storage import add_storage_argument, resolve_storage
@@ -47,7 +48,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-files", metavar="DIR", default=None,
                    help="also write the rebuilt leaderboard's HELM files under DIR (releases/<R>/ or runs/<S>/)")
     p.add_argument("--local-path", default="prod_env",
-                   help="HELM prod_env whose model_deployments.yaml gives tokenizers for --rescore")
+                   help="HELM prod_env whose model_deployments.yaml gives tokenizers for --rescore, and the judges' "
+                        "deployments (and credentials.conf) for --rejudge")
+    p.add_argument("--rejudge", metavar="FILE", default=None,
+                   help="send the stored completions of the target (--release or --suite: imported "
+                        "--with-completions, or a suite of your own) to the jury of FILE (HELM's judges.yaml form, or "
+                        "a --judges preset such as public:gpt) and land them as the target <target>@<jury>, the "
+                        "original untouched; the estimate is printed first; judge calls already paid are reused")
+    p.add_argument("--estimate-cost", action="store_true",
+                   help="with --rejudge: print what the new jury's calls would cost, and stop")
+    p.add_argument("--budget", type=float, metavar="USD", default=None,
+                   help="with --rejudge: send no judge request whose worst case would take the spend past USD")
     p.add_argument("--human-ratings", metavar="CSV", default=None,
                    help="load clinicians' ratings in the MedHELM authors' format (medhelm_human_annotation.csv) "
                         "into human_ratings, replacing those there, for analytics' judge_agreement; alone, "
@@ -60,7 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.human_ratings is None or args.source is not None:   # an import: argparse's own messages
+    if args.rejudge is None and (args.estimate_cost or args.budget is not None):
+        parser.error("--estimate-cost and --budget go with --rejudge FILE")
+    if args.rejudge is not None and args.source is None:   # a target already in the store
+        if args.release is None and args.suite is None:
+            parser.error("--rejudge needs the target: --release R or --suite S (with --source: imported first)")
+    elif args.human_ratings is None or args.source is not None:   # an import: argparse's own messages
         if args.source is None:
             parser.error("the following arguments are required: --source (or --human-ratings CSV alone)")
         if args.release is None and args.suite is None:
@@ -103,6 +119,7 @@ def check_args(args) -> None:
         check_name("--suite-prefix", args.suite_prefix)
     if args.human_ratings is not None and not os.path.isfile(args.human_ratings):
         raise MedhelmError(f"--human-ratings {args.human_ratings}: no such file")
+    check_amount("--budget", args.budget)
 
 
 def write_ratings(store, rows: list[dict]) -> None:
@@ -152,14 +169,22 @@ def run(args) -> int:
     start = time.time()
     say = (lambda m: None) if args.quiet else (lambda m: print(f"[import] {m}", file=sys.stderr, flush=True))
     ratings = None
+    jury = None
+    if args.rejudge is not None:   # read first: a bad judges file stops before anything is fetched or written
+        from medhelm_core.jury.rejudge import load_jury
+
+        jury = load_jury(args.rejudge, flag="--rejudge")
     if args.human_ratings is not None:   # read first: a bad file stops before anything is fetched or written
         from medhelm_core.summarize.human_ratings import read_human_ratings
 
         ratings = read_human_ratings(args.human_ratings)
-    if args.source is None:   # --human-ratings alone
+    if args.source is None:   # --human-ratings and/or --rejudge on what the store holds
         store = open_store(resolve_storage(args.storage, args.output_path), args.output_path)
-        write_ratings(store, ratings)
-        report_ratings(store, args, ratings, rebuild=not args.no_compare)
+        if ratings is not None:
+            write_ratings(store, ratings)
+            report_ratings(store, args, ratings, rebuild=not args.no_compare)
+        if jury is not None:
+            rejudge(args, args.release or args.suite, say)
         say(f"done in {time.time() - start:.1f}s; tables in {store.where}")
         return 0
     source = open_source(args.source, token=args.token, endpoint_url=args.endpoint_url)
@@ -177,7 +202,7 @@ def run(args) -> int:
     store = open_store(resolve_storage(args.storage, args.output_path), args.output_path)
     if ratings is not None:   # before the import, whose rebuild below then holds the jury against them
         write_ratings(store, ratings)
-    with_completions = args.with_completions or args.rescore
+    with_completions = args.with_completions or args.rescore or args.rejudge is not None
     report = Importer(store, source, release=args.release, suite=args.suite, with_completions=with_completions,
                       per_instance=not args.no_per_instance, jobs=args.jobs, suite_prefix=args.suite_prefix,
                       progress=say).run()
@@ -198,8 +223,24 @@ def run(args) -> int:
         rs = rescore_target(store, report.target, local_path=args.local_path, progress=say)
         for line in rs.lines():
             print(line)
+    if jury is not None:
+        rejudge(args, report.target, say)
     say(f"done in {time.time() - start:.1f}s; tables in {store.where}")
     return 0
+
+
+def rejudge(args, target: str, say) -> None:
+    """--rejudge FILE on `target`: the estimate (and nothing else with --estimate-cost), then the new
+    jury's calls (those already paid reused) and the target `<target>@<jury>`, summarized."""
+    from medhelm_core.costs import Budget
+    from medhelm_core.engine import RunControls
+    from medhelm_core.jury.rejudge import rejudge_target
+    from medhelm_core.run.workspace import Workspace
+
+    controls = RunControls(budget=Budget(args.budget) if args.budget is not None else None)
+    ws = Workspace(output_path=args.output_path, local_path=args.local_path, storage=args.storage, controls=controls)
+    rejudge_target(ws, target, args.rejudge, progress=say, estimate_only=args.estimate_cost,
+                   output_dir=args.write_files, flag="--rejudge")
 
 
 if __name__ == "__main__":

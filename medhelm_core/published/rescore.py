@@ -93,6 +93,9 @@ def _states(conn, suite: str, run_name: str) -> list[dict]:
     return states
 
 
+published_request_states = _states   # (re-judging reads them too: medhelm_core/jury/rejudge.py)
+
+
 def _tokenizer(registry, deployment: Optional[str]) -> tuple[Optional[str], Optional[str]]:
     if registry is None or deployment is None:
         return None, "no model deployments (--local-path) to find the tokenizer"

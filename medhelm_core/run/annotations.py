@@ -74,10 +74,12 @@ class JuryPlan:
     """A run's annotators: the LLM juries (judge calls through the engine, a verdict per judge)
     and the local annotators, and the judge jobs of each request state."""
 
-    def __init__(self, ws: Workspace, run: RunRef):
+    def __init__(self, ws: Workspace, run: RunRef, spec: dict | None = None):
+        """`spec`: the run spec to read the annotators from (default: the registered one; a
+        re-judge gives the spec with its new jury, `jury.rejudge`)."""
         self.run, self.ws = run, ws
         self.juries, self.local_annotators = [], []
-        for aspec in load_run_spec(ws, run).get("annotators") or []:
+        for aspec in (spec if spec is not None else load_run_spec(ws, run)).get("annotators") or []:
             defn = ws.catalog.annotator(aspec, run.run_name)
             (self.local_annotators if isinstance(defn, LocalAnnotatorDef) else self.juries).append(defn)
 
@@ -132,6 +134,29 @@ def write_annotations(ws: Workspace, plan: JuryPlan, states: list[dict], results
     run = plan.run
     if report.budget_stopped:
         budget_stop(ws, run, report, "judge requests")  # before writing: no verdict from a call never made
+    ann_rows, verdict_rows, counts = annotation_rows(ws, plan, states, results, report)
+    with ws.store.transaction() as conn:
+        conn.execute("DELETE FROM annotations WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
+        conn.execute("DELETE FROM judge_verdicts WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
+        insert_annotation_rows(conn, ann_rows, verdict_rows)
+    return {"annotated": len(ann_rows), "judge_calls_new": report.new, "judge_calls_reused": report.reused,
+            "statuses": counts, "report": report}
+
+
+def insert_annotation_rows(conn, ann_rows: list[tuple], verdict_rows: list[tuple]) -> None:
+    """`annotation_rows`' rows into `annotations` and `judge_verdicts` (the caller's transaction)."""
+    insert_rows(conn, "annotations", ["suite", "run_name", "position", "instance_id", "annotator", "annotation"],
+                ann_rows)
+    insert_rows(conn, "judge_verdicts", ["suite", "run_name", "position", "instance_id", "annotator", "judge",
+                                         "judge_deployment", "status", "request_key", "raw_text", "parsed",
+                                         "error"], verdict_rows)
+
+
+def annotation_rows(ws: Workspace, plan: JuryPlan, states: list[dict], results: dict,
+                    report: EngineReport) -> tuple[list[tuple], list[tuple], dict[str, int]]:
+    """The `annotations` and `judge_verdicts` rows of the run's request states from the judges'
+    answers in `results`, and the count of each verdict status; nothing is written."""
+    run = plan.run
     ann_rows, verdict_rows = [], []
     counts: dict[str, int] = {}
     for pos, st in enumerate(states):
@@ -180,13 +205,4 @@ def write_annotations(ws: Workspace, plan: JuryPlan, states: list[dict], results
         for la in plan.local_annotators:
             ann_rows.append((run.suite, run.run_name, pos, st["instance"]["id"], la.name,
                              json.dumps(la.annotate(st), ensure_ascii=False)))
-    with ws.store.transaction() as conn:
-        conn.execute("DELETE FROM annotations WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
-        conn.execute("DELETE FROM judge_verdicts WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
-        insert_rows(conn, "annotations", ["suite", "run_name", "position", "instance_id", "annotator", "annotation"],
-                    ann_rows)
-        insert_rows(conn, "judge_verdicts", ["suite", "run_name", "position", "instance_id", "annotator", "judge",
-                                             "judge_deployment", "status", "request_key", "raw_text", "parsed",
-                                             "error"], verdict_rows)
-    return {"annotated": len(ann_rows), "judge_calls_new": report.new, "judge_calls_reused": report.reused,
-            "statuses": counts, "report": report}
+    return ann_rows, verdict_rows, counts

@@ -12,7 +12,8 @@
 --   top_k_overlap   [k = 1, 2, 3]: how many models are in the top k under both, the top k being the
 --                   models ranked k or better (rank = 1 + the models scored strictly higher; ties
 --                   share a rank, so a top k may hold more than k models).
--- `all` itself has a row: τ-b 1 (NULL when every model ties), no swaps, full overlaps.
+-- `all` itself has a row: τ-b 1 (NULL when every model ties), no swaps, full overlaps. In a re-judged
+-- target (`<target>@<jury>`), `all` is the new jury and `jury:<target>` the original one.
 CREATE OR REPLACE TABLE jury_rank_stability AS
 WITH scores AS (
     SELECT target, benchmark, variant, model_deployment, model,

@@ -102,3 +102,18 @@ ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS clarity DOUBLE;
 ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS question VARCHAR;
 ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS answer VARCHAR;
 ALTER TABLE human_ratings ADD COLUMN IF NOT EXISTS source VARCHAR;
+
+-- Re-judged targets (medhelm_core/jury/rejudge.py: `medhelm-import --rejudge FILE`): a target's stored
+-- completions judged again by another jury, landed as the target `<target>@<jury>` whose suites are
+-- `<suite>@<jury>`. One row per re-judged run: its original suite and target and both juries
+-- (annotator_models objects); jury_variant_scores reads it for the variant `jury:<original target>`.
+CREATE TABLE IF NOT EXISTS rejudged_runs (
+        target VARCHAR, suite VARCHAR, run_name VARCHAR, original_target VARCHAR, original_suite VARCHAR,
+        jury VARCHAR, judges JSON, original_judges JSON);
+
+-- One row per re-judged target: what it was made from (origin 'suite': our own suite; 'published': an
+-- imported target), how it is summarized (mode, its suites in order beside the original ones), the jury.
+CREATE TABLE IF NOT EXISTS rejudged_targets (
+        target VARCHAR, original_target VARCHAR, origin VARCHAR, mode VARCHAR, suites VARCHAR[],
+        original_suites VARCHAR[], jury VARCHAR, judges_file VARCHAR, judges JSON,
+        rejudged_at TIMESTAMP DEFAULT current_timestamp);
