@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # --judges given (its default is the Stanford jury): a suite judged by another jury is re-judged
+    args.judges_given = any(a == "--judges" or a.startswith("--judges=")
+                            for a in (sys.argv[1:] if argv is None else argv))
     warnings.filterwarnings("ignore")
     return one_line_errors(PROG, lambda: _run(_checked(args)))
 
@@ -101,6 +104,8 @@ def _run(args) -> int:
     ws = Workspace(args.output_path, args.local_path, num_threads=args.num_threads,
                    benchmark_paths=tuple(args.benchmark_path), edition=args.edition, storage=args.storage)
     selection = from_arguments(RunSelection, args)
+    if args.judges_given and not (args.dry_run or args.collect) and _rejudges(ws, args):
+        return _rejudge(ws, args)
     entries = expand_selection(ws, selection)  # the only expansion: the register_suite job takes these
     if args.dry_run:
         return _dry_run(ws, entries)
@@ -109,6 +114,33 @@ def _run(args) -> int:
     if args.collect:
         return _collect(ws, args, entries)
     return _execute(ws, args, selection, entries)
+
+
+def _rejudges(ws, args) -> bool:
+    """The suite's stored runs were judged by another jury than --judges': re-judging them makes a
+    suite of its own (`<suite>@<jury>`), instead of judging the suite again in place."""
+    from medhelm_core.run.rejudge import judged_by_another_jury
+
+    return judged_by_another_jury(ws, args.suite, args.judges)
+
+
+def _rejudge(ws, args) -> int:
+    """The suite's stored completions sent to the jury of --judges (`run.rejudge`): estimate first,
+    only judge calls, paid once; --estimate-cost prints the estimate and stops."""
+    from medhelm_core.costs import Budget, BudgetExhausted
+    from medhelm_core.engine import RunControls
+    from medhelm_core.run.rejudge import rejudge_target
+
+    ws.controls = RunControls(budget=Budget(args.budget) if args.budget is not None else None)
+    _say(f"suite {args.suite!r} was judged by another jury: its stored completions go to the jury of "
+         f"--judges {args.judges} as a suite of its own; the confs are not read again")
+    try:
+        rejudge_target(ws, args.suite, args.judges, estimate_only=args.estimate_cost, flag="--judges",
+                       progress=lambda m: print(f"[rejudge] {m}", file=sys.stderr), say=_say)
+    except BudgetExhausted as e:  # the judge answers paid are stored: a rerun continues
+        _say(f"stopped at --budget {args.budget}: {e}. Rerun the same command to resume.")
+        return BUDGET_EXIT
+    return 0
 
 
 def _dry_run(ws, entries) -> int:

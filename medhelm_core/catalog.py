@@ -51,13 +51,12 @@ from typing import Any, Callable, Iterable, Mapping
 import yaml
 
 from medhelm_core.editions import DEFAULT_EDITION, known_editions, load_edition
-from medhelm_core.errors import MedhelmError
+from medhelm_core.errors import MedhelmError, first_line
 from medhelm_core.jury import metric as jury_metric
 from medhelm_core.jury.judges import fixed_jury
 from medhelm_core.metrics import MetricFactory, basic, metric_table, summarization
-from medhelm_core.parts import JuryDef, LocalAnnotatorDef, ScenarioDef
+from medhelm_core.parts import JuryDef, LocalAnnotatorDef, ScenarioDef, scenario_json
 from medhelm_core.resources import BENCHMARKS_DIR
-from medhelm_core.scenarios.common import first_line, scenario_json
 from medhelm_core.yamlio import safe_load
 
 BUILTIN_ROOT = BENCHMARKS_DIR

@@ -1,6 +1,6 @@
 """Upstream editions: which HELM codebase's behaviour a suite reproduces.
 
-An edition is data (`resources/conf/editions/<name>.yaml`): a name and a few named behaviour
+An edition is data (`resources/settings/editions/<name>.yaml`): a name and a few named behaviour
 switches, below. What a benchmark changes between editions (literal text, data pins and filters)
 is in its own `benchmark.yaml` under `editions: {<name>: overlay}` (`medhelm_core.catalog`). Adding
 an edition is one YAML file here plus the benchmarks' overlays; no code branches on an edition's
@@ -26,10 +26,10 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from medhelm_core.errors import MedhelmError
-from medhelm_core.resources import CONF_DIR, SCHEMA_DIR
+from medhelm_core.resources import SETTINGS_DIR, SCHEMA_DIR
 from medhelm_core.yamlio import safe_load
 
-EDITIONS_DIR = CONF_DIR / "editions"
+EDITIONS_DIR = SETTINGS_DIR / "editions"
 HELM_0_5_16 = "helm-0.5.16"
 DEFAULT_EDITION = HELM_0_5_16
 HELM_DEFINITION_BASE = "https://github.com/stanford-crfm/helm/blob/main/"

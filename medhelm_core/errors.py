@@ -65,3 +65,9 @@ def root_error(exc: BaseException) -> BaseException:
         if inner is None or inner is seen:
             return seen
         seen = inner
+
+
+def first_line(exc: BaseException) -> str:
+    """One-line rendering of an exception, for MedhelmError messages."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

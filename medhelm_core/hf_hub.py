@@ -22,7 +22,7 @@ import urllib.request
 from typing import Any, Callable, Optional
 from urllib.parse import urlsplit
 
-from medhelm_core.errors import MedhelmError
+from medhelm_core.errors import MedhelmError, first_line  # noqa: F401 - first_line: also what its importers take from here
 
 LOCAL_EXTRA = 'pip install "medhelm-build[local]"'
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -209,6 +209,3 @@ def instance_key(name: str, name_or_path: str, kwargs: dict) -> tuple:
     return name, path, repr(sorted(kwargs.items()))
 
 
-def first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

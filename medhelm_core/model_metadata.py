@@ -6,7 +6,7 @@ is the insertion order of a name->metadata dict (a re-registered name keeps its 
 takes the last value); rows of leaderboard tables are sorted by the index of their
 *model_deployment* in that list (-1 when absent), and schema.json lists used models in it.
 
-The default is HELM's built-in registry layer itself (`medhelm_core/conf/model_metadata.yaml` and
+The default is HELM's built-in registry layer itself (`medhelm_core/resources/helm_registry/model_metadata.yaml` and
 `model_deployments.yaml`, the checkout's `conf/model_metadata.yaml`), transcribed from HELM 0.5.16 in
 its order: every model a run can name through a built-in deployment has its display name.
 """

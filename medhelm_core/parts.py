@@ -99,3 +99,8 @@ class LocalAnnotatorDef:
 
     name: str
     annotate: Callable[[dict[str, Any]], Any]
+
+
+def scenario_json(name: Any, description: Any, tags: list[Any], definition_path: str) -> dict[str, Any]:
+    """HELM's scenario.json: the Scenario dataclass fields in declaration order."""
+    return {"name": name, "description": description, "tags": list(tags), "definition_path": definition_path}

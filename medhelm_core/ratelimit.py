@@ -60,7 +60,7 @@ from medhelm_core.errors import MedhelmError
 from medhelm_core.resources import DEFAULT_DEPLOYMENTS_SETTINGS_PATH
 from medhelm_core.yamlio import safe_load
 
-PROJECT_CONF = DEFAULT_DEPLOYMENTS_SETTINGS_PATH  # medhelm_core/resources/conf/deployments.yaml
+PROJECT_CONF = DEFAULT_DEPLOYMENTS_SETTINGS_PATH  # medhelm_core/resources/settings/deployments.yaml
 LOCAL_CONF_NAME = "medhelm_deployments.yaml"
 
 

@@ -382,7 +382,7 @@ def tiktoken_available() -> bool:
 
 def get_tokenizer(name: Optional[str], config=None) -> Tokenizer:
     """The tokenizer HELM uses for a deployment's `tokenizer_name` (cached per name). `config` is the
-    name's `tokenizer_configs.yaml` entry (`conf.deployments.TokenizerConfig`), when the registry has
+    name's `tokenizer_configs.yaml` entry (`helm_config.deployments.TokenizerConfig`), when the registry has
     one: a HuggingFaceTokenizer entry is loaded from its `pretrained_model_name_or_path`."""
     spec = getattr(config, "tokenizer_spec", None)
     if name is not None and spec is not None and spec.class_name == HUGGINGFACE_TOKENIZER_CLASS:

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from medhelm_core.clients import client_for_deployment  # noqa: E402
-from medhelm_core.conf.deployments import Credentials, load_model_registry  # noqa: E402
+from medhelm_core.helm_config.deployments import Credentials, load_model_registry  # noqa: E402
 from tests.oracle import SHARED  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "local-hf"

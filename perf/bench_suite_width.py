@@ -64,7 +64,7 @@ import yaml
 
 HERE = Path(__file__).resolve().parents[1]
 EXAMPLE_ENV = HERE / "examples" / "prod_env_public_apis"
-JUDGES = HERE / "medhelm_core" / "resources" / "conf" / "judges.yaml"
+JUDGES = HERE / "medhelm_core" / "resources" / "settings" / "judges.yaml"
 DROPPED = ("med_dialog", "medhelm_med_mcqa")  # no data in ../shared/data/public
 BUCKET_S = 10
 

@@ -19,7 +19,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from medhelm_core.conf.expand import expand_confs  # noqa: E402
+from medhelm_core.helm_config.expand import expand_confs  # noqa: E402
 from medhelm_core.errors import MedhelmError  # noqa: E402
 from medhelm_core.run.recorded_sizes import REFERENCE_DEPLOYMENT, SIZE_FILE, measure_size  # noqa: E402
 from medhelm_core.run.workspace import Workspace  # noqa: E402

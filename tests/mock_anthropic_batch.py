@@ -26,18 +26,14 @@ can be compared: a 2xx body is a `succeeded` result's message, an error body an 
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import re
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from http.server import BaseHTTPRequestHandler
 from typing import Callable, Iterable
 
-from tests.mock_server import QuietHTTPServer
+from tests.mock_server import JSONHandler, post_for_json, serve_loopback, sha
 
 CUSTOM_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_REQUESTS = 100_000
@@ -49,27 +45,14 @@ def forward_to(origin: str, api_key: str = "mock-forward") -> Callable[[bytes], 
     url = origin.rstrip("/") + "/v1/messages"
 
     def answer(body: bytes) -> tuple[int, object]:
-        req = urllib.request.Request(url, data=body, method="POST", headers={
-            "Content-Type": "application/json", "x-api-key": api_key, "anthropic-version": "2023-06-01"})
-        try:
-            with urllib.request.urlopen(req, timeout=60) as r:
-                status, raw = r.status, r.read()
-        except urllib.error.HTTPError as e:
-            status, raw = e.code, e.read()
-        try:
-            return status, json.loads(raw)
-        except ValueError:
-            return status, raw.decode("utf-8", "replace")
+        return post_for_json(url, body, {"Content-Type": "application/json", "x-api-key": api_key,
+                                         "anthropic-version": "2023-06-01"})
 
     return answer
 
 
 def _iso(t: float) -> str:
     return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-def _sha(*parts) -> str:
-    return hashlib.sha256("\x00".join(map(str, parts)).encode()).hexdigest()
 
 
 def _error_body(error_type: str, message: str) -> dict:
@@ -104,24 +87,8 @@ class MockAnthropicBatchServer:
         self.answered: list[str] = []                  # custom_ids run (answered) so far
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *a):
-                pass
-
-            def _send(self, status: int, payload, content_type: str = "application/json") -> None:
-                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("request-id", "req_" + _sha(time.time())[:24])
-                self.end_headers()
-                try:
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):  # the client went away (a killed submitter)
-                    pass
+        class Handler(JSONHandler):
+            request_id_header, request_id_chars = "request-id", 24
 
             def _error(self, status: int, error_type: str, message: str) -> None:
                 self._send(status, _error_body(error_type, message))
@@ -144,16 +111,7 @@ class MockAnthropicBatchServer:
                     return self._error(404, "not_found_error", f"Unknown path {parts.path}")
                 return getattr(server, f"_{method.lower()}")(self, rest[3:], query, raw)
 
-            def do_GET(self):
-                self._route("GET")
-
-            def do_POST(self):
-                self._route("POST")
-
-        self.httpd = QuietHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
+        self.httpd, self.thread = serve_loopback(Handler)
         self.origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.base_url = self.origin  # the Anthropic SDK's base_url (it adds /v1/...)
 
@@ -242,7 +200,7 @@ class MockAnthropicBatchServer:
                                 "supported in a batch")
         now = time.time()
         with self.lock:
-            batch_id = "msgbatch_" + _sha("batch", len(self.batches), now)[:24]
+            batch_id = "msgbatch_" + sha("batch", len(self.batches), now)[:24]
             self.batches[batch_id] = {
                 "id": batch_id, "type": "message_batch", "processing_status": "in_progress",
                 "request_counts": {"processing": len(requests), "succeeded": 0, "errored": 0, "canceled": 0,
@@ -253,13 +211,7 @@ class MockAnthropicBatchServer:
             self.creates += 1
             self.create_bodies.append(raw)
             batch = self._public(self.batches[batch_id])
-        if self.create_delay_s:
-            time.sleep(self.create_delay_s)
-        if self.lose_create_answer:  # the batch exists, its answer never arrives
-            h.close_connection = True
-            h.connection.shutdown(2)
-            return
-        h._send(200, batch)
+        h._send_late(200, batch, self.create_delay_s, lose=self.lose_create_answer)  # lost: the batch exists
 
     # -- the batch's life -------------------------------------------------------------------------
     def _public(self, batch: dict) -> dict:

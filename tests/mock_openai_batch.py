@@ -28,17 +28,12 @@ from __future__ import annotations
 
 import email.parser
 import email.policy
-import hashlib
 import json
 import threading
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from http.server import BaseHTTPRequestHandler
 from typing import Callable, Iterable
 
-from tests.mock_server import QuietHTTPServer
+from tests.mock_server import JSONHandler, post_for_json, serve_loopback, sha
 
 STATES = ("validating", "in_progress", "finalizing")
 EXPIRED_MESSAGE = "This request could not be executed before the completion window expired."
@@ -50,16 +45,7 @@ def forward_to(base_url: str) -> Callable[[bytes], tuple[int, object]]:
     url = base_url.rstrip("/") + "/chat/completions"
 
     def answer(body: bytes) -> tuple[int, object]:
-        req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=60) as r:
-                status, raw = r.status, r.read()
-        except urllib.error.HTTPError as e:
-            status, raw = e.code, e.read()
-        try:
-            return status, json.loads(raw)
-        except ValueError:
-            return status, raw.decode("utf-8", "replace")
+        return post_for_json(url, body, {"Content-Type": "application/json"})
 
     return answer
 
@@ -67,10 +53,6 @@ def forward_to(base_url: str) -> Callable[[bytes], tuple[int, object]]:
 def _public(batch: dict) -> dict:
     """A Batch object as the API shows it (without the mock's own bookkeeping)."""
     return {k: v for k, v in batch.items() if not k.startswith("_")}
-
-
-def _sha(*parts) -> str:
-    return hashlib.sha256("\x00".join(map(str, parts)).encode()).hexdigest()
 
 
 class MockBatchServer:
@@ -105,25 +87,7 @@ class MockBatchServer:
         self._clock = 1_700_000_000
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *a):
-                pass
-
-            def _send(self, status: int, payload, content_type: str = "application/json") -> None:
-                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("x-request-id", "req_" + _sha(time.time())[:16])
-                self.end_headers()
-                try:
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):  # the client went away (a killed submitter)
-                    pass
-
+        class Handler(JSONHandler):
             def _error(self, status: int, message: str, code: str | None = None) -> None:
                 self._send(status, {"error": {"message": message, "type": "invalid_request_error",
                                               "param": None, "code": code}})
@@ -147,16 +111,7 @@ class MockBatchServer:
                 rest = parts.path[len(server.prefix):].rstrip("/").split("/")[1:]
                 return getattr(server, f"_{method.lower()}")(self, rest, query)
 
-            def do_GET(self):
-                self._route("GET")
-
-            def do_POST(self):
-                self._route("POST")
-
-        self.httpd = QuietHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
+        self.httpd, self.thread = serve_loopback(Handler)
         origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.origin = origin
         self.base_url = origin + "/v1"          # OpenAI flavour: the SDK's base_url
@@ -249,7 +204,7 @@ class MockBatchServer:
         if data is None or fields.get("purpose") != "batch":
             return h._error(400, "A file and purpose=batch are required", "invalid_request")
         with self.lock:
-            file_id = "file-" + _sha("file", len(self.files), filename)[:24]
+            file_id = "file-" + sha("file", len(self.files), filename)[:24]
             self.files[file_id] = {"data": data, "filename": filename, "purpose": "batch", "created_at": self._now()}
             self.uploads.append(data)
             obj = self._file_object(file_id)
@@ -276,7 +231,7 @@ class MockBatchServer:
             f = self.files.get(params.get("input_file_id"))
             if f is None:
                 return h._error(404, "No such File object", "not_found")
-            batch_id = "batch_" + _sha("batch", len(self.batches))[:24]
+            batch_id = "batch_" + sha("batch", len(self.batches))[:24]
             now = self._now()
             self.batches[batch_id] = {
                 "id": batch_id, "object": "batch", "endpoint": params["endpoint"], "errors": None,
@@ -288,13 +243,7 @@ class MockBatchServer:
                 "metadata": params.get("metadata"), "_polls": 0}
             self.creates += 1
             batch = _public(self.batches[batch_id])
-        if self.create_delay_s:
-            time.sleep(self.create_delay_s)
-        if self.lose_create_answer:  # the batch exists, its answer never arrives
-            h.close_connection = True
-            h.connection.shutdown(2)
-            return
-        h._send(200, batch)
+        h._send_late(200, batch, self.create_delay_s, lose=self.lose_create_answer)  # lost: the batch exists
 
     # -- the batch's life -------------------------------------------------------------------------
     def _advance(self, batch: dict) -> None:
@@ -367,7 +316,7 @@ class MockBatchServer:
             line = json.loads(raw)
             key = line["custom_id"]
             counts["total"] += 1
-            rid = _sha("item", batch["id"], key)
+            rid = sha("item", batch["id"], key)
             entry = {"id": "batch_req_" + rid[:24], "custom_id": key}
             skip = cancelled or self.expire is True or (isinstance(self.expire, set) and key in self.expire)
             if skip:
@@ -391,7 +340,7 @@ class MockBatchServer:
                 counts["failed"] += 1
         for lines, field in ((out, "output_file_id"), (err, "error_file_id")):
             if lines:
-                file_id = "file-" + _sha(field, batch["id"])[:24]
+                file_id = "file-" + sha(field, batch["id"])[:24]
                 self.files[file_id] = {"data": b"".join(json.dumps(x).encode() + b"\n" for x in lines),
                                        "filename": f"{batch['id']}_{field.split('_')[0]}.jsonl",
                                        "purpose": "batch_output", "created_at": self._now()}

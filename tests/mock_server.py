@@ -1,13 +1,17 @@
-"""Start ../shared/tools/mock_openai_server.py (a real HTTP server on loopback) for a test."""
+"""Start ../shared/tools/mock_openai_server.py (a real HTTP server on loopback) for a test; and the HTTP plumbing
+the loopback mocks share (QuietHTTPServer, serve_loopback, JSONHandler, post_for_json, sha)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.error
 import urllib.request
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from tests.oracle import MOCK_SERVER
@@ -21,6 +25,81 @@ class QuietHTTPServer(ThreadingHTTPServer):
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
             super().handle_error(request, client_address)
+
+
+def serve_loopback(handler: type[BaseHTTPRequestHandler]) -> tuple[QuietHTTPServer, threading.Thread]:
+    """`handler` served on a free loopback port from a daemon thread (one thread a connection)."""
+    httpd = QuietHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    return httpd, thread
+
+
+class JSONHandler(BaseHTTPRequestHandler):
+    """The HTTP plumbing of the batch mocks: keep-alive HTTP/1.1, no request log, GET and POST handed to
+    `_route(method)`, and `_send` of a JSON (or bytes) answer with a fresh request id in the header
+    `request_id_header` (`request_id_chars` hex characters after `req_`)."""
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    request_id_header = "x-request-id"
+    request_id_chars = 16
+
+    def log_message(self, *a):
+        pass
+
+    def _route(self, method: str) -> None:
+        raise NotImplementedError
+
+    def do_GET(self):
+        self._route("GET")
+
+    def do_POST(self):
+        self._route("POST")
+
+    def _send(self, status: int, payload, content_type: str = "application/json") -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header(self.request_id_header, "req_" + sha(time.time())[:self.request_id_chars])
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client went away (a killed submitter)
+            pass
+
+    def _send_late(self, status: int, payload, delay_s: float, lose: bool = False) -> None:
+        """`_send` after `delay_s` seconds; with `lose`, the connection is dropped instead (the answer never
+        arrives)."""
+        if delay_s:
+            time.sleep(delay_s)
+        if lose:
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        self._send(status, payload)
+
+
+def sha(*parts) -> str:
+    """A hex SHA-256 of the parts (the mocks' ids)."""
+    return hashlib.sha256("\x00".join(map(str, parts)).encode()).hexdigest()
+
+
+def post_for_json(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, object]:
+    """POST `body` to `url`: the status and the answer's JSON (its text when it is not JSON), an HTTP error's
+    included."""
+    req = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            status, raw = r.status, r.read()
+    except urllib.error.HTTPError as e:
+        status, raw = e.code, e.read()
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, raw.decode("utf-8", "replace")
+
 
 class MockServer:
     def __init__(self, *extra_args: str, script: Path = MOCK_SERVER):

@@ -5,9 +5,13 @@ import json
 import re
 import shutil
 import stat
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import yaml
+
+from tests.oracle import SHARED, SYNTHETIC, load, run_dirs
 
 EXEMPT = ("inference_runtime",)  # wall-clock time: nobody can reproduce it
 
@@ -22,6 +26,44 @@ def lay_out_inputs(inputs: Path, root: Path, base_url: str) -> Path:
     deployments = work / "prod_env" / "model_deployments.yaml"
     deployments.write_text(re.sub(r"http://127\.0\.0\.1:\d+/v1", base_url, deployments.read_text()))
     return work
+
+
+def add_mock_deployments(env: Path, base: str, names: list[str]) -> None:
+    """Copies of the mock deployment `base` (and of its model metadata) in the prod_env `env`, one a name
+    `mockai/<model>`, each asking the mock for `<model>` and displayed as `Mock <model>`."""
+    deployments = yaml.safe_load((env / "model_deployments.yaml").read_text())
+    metadata = yaml.safe_load((env / "model_metadata.yaml").read_text())
+    [dep] = [d for d in deployments["model_deployments"] if d["name"] == base]
+    [meta] = [m for m in metadata["models"] if m["name"] == base]
+    for name in names:
+        model = name.split("/", 1)[1]
+        deployments["model_deployments"].append(
+            {**dep, "name": name, "model_name": name,
+             "client_spec": {**dep["client_spec"], "args": {**dep["client_spec"]["args"], "openai_model_name": model}}})
+        metadata["models"].append({**meta, "name": name, "display_name": f"Mock {model}"})
+    (env / "model_deployments.yaml").write_text(yaml.safe_dump(deployments, sort_keys=False))
+    (env / "model_metadata.yaml").write_text(yaml.safe_dump(metadata, sort_keys=False))
+
+
+def write_mock_conf(path: Path, benchmarks: tuple[str, ...], models: tuple[str, ...]) -> None:
+    """A run-entries conf: every benchmark on every mock model `mockai/mock-gpt-<m>`, priority 1."""
+    path.write_text("entries: [\n" + "".join(
+        f'  {{description: "{b}:model=mockai/mock-gpt-{m},model_deployment=mockai/mock-gpt-{m}", priority: 1}},\n'
+        for b in benchmarks for m in models) + "]\n")
+
+
+@contextmanager
+def in_public_workdir(root: Path):
+    """While the block runs: `root` the working directory, root/dagster_home the Dagster home and the
+    shared public data mirror MEDHELM_DATA_MIRROR."""
+    mp = pytest.MonkeyPatch()
+    mp.chdir(root)
+    mp.setenv("DAGSTER_HOME", str(root / "dagster_home"))
+    mp.setenv("MEDHELM_DATA_MIRROR", str(SHARED / "data" / "public"))
+    try:
+        yield
+    finally:
+        mp.undo()
 
 
 def mirror_with(path: Path, mirror: Path, folders: dict[str, Path]) -> Path:
@@ -62,6 +104,25 @@ def assert_stats_equal(gold, ours, per_instance: bool) -> int:
         if mean is not None:
             assert o[key][1] == pytest.approx(mean, abs=1e-9), key
         compared += 1
+    return compared
+
+
+def assert_runs_equal_gold(out: Path, suite: str, gold_suite: str | None = None) -> int:
+    """Each run of the golden synthetic suite `gold_suite` (default: `suite`) against ours under
+    out/runs/<suite>: requests, completions and annotations state by state, and both stats files. Returns
+    how many request states were compared."""
+    compared = 0
+    for gold in run_dirs(SYNTHETIC, gold_suite or suite):
+        ours = out / "runs" / suite / gold.name
+        g_states, o_states = load(gold / "scenario_state.json"), load(ours / "scenario_state.json")
+        assert len(o_states["request_states"]) == len(g_states["request_states"])
+        for g, o in zip(g_states["request_states"], o_states["request_states"]):
+            assert o["request"] == g["request"]
+            assert o["result"]["completions"] == g["result"]["completions"]
+            assert o.get("annotations") == g.get("annotations")
+            compared += 1
+        for name in ("per_instance_stats.json", "stats.json"):
+            assert_stats_equal(load(gold / name), load(ours / name), per_instance=name.startswith("per"))
     return compared
 
 

@@ -8,7 +8,7 @@
 * `anthropic`: Anthropic's Message Batches (no files: the requests go in the create call) through the
   deployment's `AnthropicMessagesClient`: each request's `params` are the online body byte for byte,
   each result read into the online client's Attempt; a create whose answer was lost is found again
-  by size, time and custom_ids (see its docstring). `batch_api` picks the class for a flavour.
+  by size, time and custom_ids (see its docstring). `apis.batch_api` picks the class for a flavour.
 * `ledger`: the `batches` and `batch_items` tables: a batch is a row before its file is uploaded, so a
   killed process never submits the same keys twice.
 * `lifecycle`: submit, resume after a crash, poll, collect.
@@ -29,7 +29,8 @@ _LAZY = {**{name: "medhelm_core.batch.lifecycle" for name in
          **{name: "medhelm_core.batch.protocol" for name in
             ("ANSWERED", "ANTHROPIC", "AZURE", "ENDED_STATES", "FAILED_ITEM", "FLAVOURS", "OPENAI", "RETRY",
              "RUNNING_STATES", "BatchAPI", "BatchAPIError", "BatchResults", "BatchStatus", "Flavour", "ItemOutcome",
-             "batch_api", "flavour_of", "input_file")}}
+             "flavour_of", "input_file")},
+         "batch_api": "medhelm_core.batch.apis"}
 
 
 def __getattr__(name: str):

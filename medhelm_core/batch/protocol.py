@@ -23,7 +23,7 @@ A line's body is the very body the online client sends (`raw_request`, serialize
 request builder: `OpenAICompatibleClient.wire_body`), and an output line becomes the Attempt the
 online client makes of the same HTTP answer (`answer_attempt`, `error_attempt`).
 
-Anthropic's Message Batches (`ANTHROPIC`, no files) are `medhelm_core.batch.anthropic`; `batch_api`
+Anthropic's Message Batches (`ANTHROPIC`, no files) are `medhelm_core.batch.anthropic`; `apis.batch_api`
 gives the right class for a flavour.
 """
 from __future__ import annotations
@@ -87,16 +87,6 @@ FLAVOUR_OF_CLIENT_CLASS = {OPENAI_CLIENT: OPENAI, AZURE_OPENAI_CLIENT: AZURE, AN
 def flavour_of(deployment) -> Flavour | None:
     """The batch dialect of a deployment (a HELM ModelDeployment), or None: it runs online."""
     return FLAVOUR_OF_CLIENT_CLASS.get(deployment.client_spec.class_name)
-
-
-def batch_api(client, flavour: Flavour, max_requests: int | None = None):
-    """The batch endpoints of a deployment through its online client: a `BatchAPI` (OpenAI, Azure) or
-    an `anthropic.AnthropicBatchAPI` (Anthropic; its SDK is the [anthropic] extra, imported here only)."""
-    if flavour.name == ANTHROPIC.name:
-        from medhelm_core.batch.anthropic import AnthropicBatchAPI
-
-        return AnthropicBatchAPI(client, flavour, max_requests)
-    return BatchAPI(client, flavour, max_requests)
 
 
 class BatchAPIError(MedhelmError):
@@ -379,4 +369,4 @@ def _jsonl(*files: bytes) -> Iterator[dict]:
 
 __all__ = ["ANSWERED", "ANTHROPIC", "AZURE", "BatchAPI", "BatchAPIError", "BatchResults", "BatchStatus",
            "ENDED_STATES", "FAILED_ITEM", "FLAVOURS", "Flavour", "ItemOutcome", "OPENAI", "RETRY", "RUNNING_STATES",
-           "batch_api", "flavour_of", "input_file"]
+           "flavour_of", "input_file"]

@@ -52,7 +52,7 @@ import httpx
 
 from medhelm_core.clients.base import (Attempt, BlockingClient, endpoint_origin, headers_of, kind_of_status,
                                        model_api, plain, redact, require_extra)
-from medhelm_core.conf.deployments import resolve_api_key, resolve_base_url
+from medhelm_core.helm_config.deployments import resolve_api_key, resolve_base_url
 from medhelm_core.errors import MedhelmError
 from medhelm_core.ratelimit import (CONNECTION, CONTENT_FILTER, FATAL, OK, RATE_LIMITED, SERVER_ERROR, TIMEOUT,
                                     TRANSIENT, rate_limit_headers, retry_after_seconds)

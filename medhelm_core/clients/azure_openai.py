@@ -20,7 +20,7 @@ import openai
 from medhelm_core.clients.base import model_api
 from medhelm_core.clients.openai_compatible import (OpenAICompatibleClient, apply_edition_switches,
                                                     vision_language_models)
-from medhelm_core.conf.deployments import API_KEY_ENV_PREFIX, resolve_api_key, resolve_base_url
+from medhelm_core.helm_config.deployments import API_KEY_ENV_PREFIX, resolve_api_key, resolve_base_url
 from medhelm_core.errors import MedhelmError
 
 AZURE_OPENAI_CLIENT = "helm.clients.azure_openai_client.AzureOpenAIClient"

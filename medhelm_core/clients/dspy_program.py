@@ -2,7 +2,7 @@
 
 A deployment whose `client_spec.class_name` is `helm.clients.dspy_client.DSPyClient` answers a
 request by running a DSPy program instead of sending the prompt as is (the `-dspy-` deployments of
-run_entries_medhelm_dspy.conf, medhelm_core/conf/model_deployments.yaml). As HELM's client does:
+run_entries_medhelm_dspy.conf, medhelm_core/resources/helm_registry/model_deployments.yaml). As HELM's client does:
 
 * `client_spec.args`: `dspy_module` ("Predict" or "ChainOfThought"), `dspy_api_model` (a LiteLLM
   model name, e.g. "openai/gpt-4o-2024-05-13"), `dspy_api_base` (the endpoint; any OpenAI-compatible
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from medhelm_core.clients.base import Attempt, RequestFailed, model_api, redact
-from medhelm_core.conf.deployments import resolve_api_key
+from medhelm_core.helm_config.deployments import resolve_api_key
 from medhelm_core.ratelimit import (
     TRANSIENT,
     CONNECTION,

@@ -58,7 +58,7 @@ import httpx
 from medhelm_core.clients.base import (Attempt, BlockingClient, endpoint_origin, kind_of_status, model_api, plain,
                                        redact, require_extra)
 from medhelm_core.clients.openai_compatible import _non_fatal
-from medhelm_core.conf.deployments import resolve_api_key
+from medhelm_core.helm_config.deployments import resolve_api_key
 from medhelm_core.errors import MedhelmError
 from medhelm_core.ratelimit import (CONNECTION, CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, RATE_LIMITED, SERVER_ERROR,
                                     TIMEOUT, rate_limit_headers, retry_after_seconds)

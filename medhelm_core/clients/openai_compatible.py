@@ -29,7 +29,7 @@ import openai
 
 from medhelm_core.clients.base import (Attempt, BlockingClient, RequestFailed, RetryPolicy, endpoint_origin,
                                        headers_of, kind_of_status, model_api, redact, truncate_sequence)
-from medhelm_core.conf.deployments import resolve_api_key, resolve_base_url, resolve_org_id
+from medhelm_core.helm_config.deployments import resolve_api_key, resolve_base_url, resolve_org_id
 from medhelm_core.ratelimit import (CONNECTION, CONTENT_FILTER, FATAL, OK, RATE_LIMITED, SERVER_ERROR, TIMEOUT,
                                     TRANSIENT, rate_limit_headers, retry_after_seconds)
 
@@ -328,8 +328,8 @@ OPENAI_COMPATIBLE_CLIENTS = {
 
 @functools.lru_cache(maxsize=16)
 def _vision_language_models_of(local_path: str | None) -> frozenset[str]:
-    from medhelm_core.conf.deployments import load_model_registry
-    from medhelm_core.conf.expand import VISION_LANGUAGE_MODEL_TAG
+    from medhelm_core.helm_config.deployments import load_model_registry
+    from medhelm_core.helm_config.expand import VISION_LANGUAGE_MODEL_TAG
 
     return frozenset(load_model_registry(local_path).model_names_with_tag(VISION_LANGUAGE_MODEL_TAG))
 
@@ -337,7 +337,7 @@ def _vision_language_models_of(local_path: str | None) -> frozenset[str]:
 def vision_language_models(deployment) -> frozenset[str]:
     """The model names HELM's `is_vlm` is true for, in the registry the deployment was read into
     (built-in metadata, plus the `model_metadata.yaml` beside the deployment's own file)."""
-    from medhelm_core.conf.deployments import BUILTIN_CONFIG_DIR
+    from medhelm_core.helm_config.deployments import BUILTIN_CONFIG_DIR
 
     source = Path(deployment.source).parent if deployment.source else None
     local = str(source) if source is not None and source != Path(BUILTIN_CONFIG_DIR) else None

@@ -23,7 +23,7 @@ import openai
 from medhelm_core.clients.base import Attempt, model_api
 from medhelm_core.clients.openai_compatible import (OpenAICompatibleClient, _non_fatal,
                                                     apply_edition_switches, is_reasoning_model)
-from medhelm_core.conf.deployments import resolve_api_key, resolve_base_url, resolve_org_id
+from medhelm_core.helm_config.deployments import resolve_api_key, resolve_base_url, resolve_org_id
 from medhelm_core.ratelimit import CONTENT_FILTER, FATAL, OK, SERVER_ERROR
 
 OPENAI_RESPONSE_CLIENT = "helm.clients.openai_responses_client.OpenAIResponseClient"

@@ -27,7 +27,7 @@ from medhelm_core.clients.base import (Attempt, BlockingClient, RetryPolicy, end
                                        status_attempt)
 from medhelm_core.clients.openai_compatible import (OpenAICompatibleClient, apply_edition_switches,
                                                     vision_language_models)
-from medhelm_core.conf.deployments import resolve_base_url
+from medhelm_core.helm_config.deployments import resolve_base_url
 from medhelm_core.errors import MedhelmError
 from medhelm_core.ratelimit import (CONNECTION, FATAL, OK, SERVER_ERROR, TIMEOUT, rate_limit_headers,
                                     retry_after_seconds)

@@ -55,7 +55,7 @@ import httpx
 
 from medhelm_core.clients.base import (Attempt, BlockingClient, endpoint_origin, model_api, plain, redact,
                                        status_attempt, truncate_sequence)
-from medhelm_core.conf.deployments import resolve_api_key, resolve_base_url
+from medhelm_core.helm_config.deployments import resolve_api_key, resolve_base_url
 from medhelm_core.errors import MedhelmError
 from medhelm_core.ratelimit import (CONNECTION, FATAL, FATAL_ENDPOINT, OK, SERVER_ERROR, TIMEOUT, rate_limit_headers,
                                     retry_after_seconds)

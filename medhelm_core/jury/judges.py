@@ -8,7 +8,7 @@ judges:
 ```
 
 As HELM's `get_annotator_models_from_config` (run_specs/medhelm_run_specs.py): with no
-`jury_config_path` the bundled default is used (ours: `medhelm_core/resources/conf/judges.yaml`,
+`jury_config_path` the bundled default is used (ours: `medhelm_core/resources/settings/judges.yaml`,
 package data, which the checkout's `conf/judges.yaml` links to); a given path is used as is
 (relative paths resolve against the current working directory). The result maps judge name ->
 `{"model_name": ..., "model_deployment": ...}` (HELM's AnnotatorModelInfo) in file order; a repeated

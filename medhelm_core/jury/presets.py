@@ -3,7 +3,7 @@
 * `stanford` (the default): HELM's judges.yaml, the three judges through Stanford Health Care's
   gateway (`stanfordhealthcare/*` deployments), as helm-run does;
 * `public`: the same three judge models through the vendors' public APIs
-  (`resources/conf/judges_public.yaml`): gpt-4o-2024-05-13 on OpenAI ($OPENAI_API_KEY),
+  (`resources/settings/judges_public.yaml`): gpt-4o-2024-05-13 on OpenAI ($OPENAI_API_KEY),
   Llama 3.3 70B Instruct on Together AI ($TOGETHER_API_KEY), claude-3-7-sonnet-20250219 on
   Anthropic ($ANTHROPIC_API_KEY);
 * `<preset>:<judge>,<judge>`: only those judges of a preset, e.g. `public:gpt,claude` (fewer keys,
@@ -92,7 +92,7 @@ def missing_judge_keys(ws, entries, credentials) -> str | None:
     public API without a key, e.g. with `--judges public` and only $OPENAI_API_KEY set; None when
     every such judge has one. Judges with no usual variable (a gateway) are left to the preflight's
     per-deployment message."""
-    from medhelm_core.conf.deployments import resolve_api_key, vendor_key_env
+    from medhelm_core.helm_config.deployments import resolve_api_key, vendor_key_env
 
     missing: dict[str, list[str]] = {}  # env variable(s) -> "judge (deployment)"
     keyed: dict[str, None] = {}

@@ -171,7 +171,7 @@ def run(args) -> int:
     ratings = None
     jury = None
     if args.rejudge is not None:   # read first: a bad judges file stops before anything is fetched or written
-        from medhelm_core.jury.rejudge import load_jury
+        from medhelm_core.run.rejudge import load_jury
 
         jury = load_jury(args.rejudge, flag="--rejudge")
     if args.human_ratings is not None:   # read first: a bad file stops before anything is fetched or written
@@ -234,7 +234,7 @@ def rejudge(args, target: str, say) -> None:
     jury's calls (those already paid reused) and the target `<target>@<jury>`, summarized."""
     from medhelm_core.costs import Budget
     from medhelm_core.engine import RunControls
-    from medhelm_core.jury.rejudge import rejudge_target
+    from medhelm_core.run.rejudge import rejudge_target
     from medhelm_core.run.workspace import Workspace
 
     controls = RunControls(budget=Budget(args.budget) if args.budget is not None else None)

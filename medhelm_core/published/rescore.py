@@ -23,7 +23,7 @@ from typing import Callable, Optional
 import pandas as pd
 
 from medhelm_core.catalog import Catalog, default_catalog
-from medhelm_core.conf.deployments import load_model_registry
+from medhelm_core.helm_config.deployments import load_model_registry
 from medhelm_core.errors import MedhelmError
 from medhelm_core.metrics.evaluate import TOKENIZER_STATS, evaluate_run_partial
 from medhelm_core.store import Store, in_transaction
@@ -93,7 +93,7 @@ def _states(conn, suite: str, run_name: str) -> list[dict]:
     return states
 
 
-published_request_states = _states   # (re-judging reads them too: medhelm_core/jury/rejudge.py)
+published_request_states = _states   # (re-judging reads them too: medhelm_core/run/rejudge.py)
 
 
 def _tokenizer(registry, deployment: Optional[str]) -> tuple[Optional[str], Optional[str]]:

@@ -76,7 +76,7 @@ class JuryPlan:
 
     def __init__(self, ws: Workspace, run: RunRef, spec: dict | None = None):
         """`spec`: the run spec to read the annotators from (default: the registered one; a
-        re-judge gives the spec with its new jury, `jury.rejudge`)."""
+        re-judge gives the spec with its new jury, `run.rejudge`)."""
         self.run, self.ws = run, ws
         self.juries, self.local_annotators = [], []
         for aspec in (spec if spec is not None else load_run_spec(ws, run)).get("annotators") or []:

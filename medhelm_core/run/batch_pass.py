@@ -49,7 +49,8 @@ from typing import Callable, Iterable
 
 from medhelm_core import owners
 from medhelm_core.batch import lifecycle, ledger
-from medhelm_core.batch.protocol import ANSWERED, FAILED_ITEM, RETRY, BatchAPIError, batch_api, flavour_of
+from medhelm_core.batch.apis import batch_api
+from medhelm_core.batch.protocol import ANSWERED, FAILED_ITEM, RETRY, BatchAPIError, flavour_of
 from medhelm_core.costs import record_prices
 from medhelm_core.engine import Job, _completion_row
 from medhelm_core.errors import MedhelmError

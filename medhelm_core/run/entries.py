@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from medhelm_core.catalog import Catalog
-from medhelm_core.conf.expand import expand_confs
+from medhelm_core.helm_config.expand import expand_confs
 from medhelm_core.editions import DEFAULT_EDITION
 from medhelm_core.errors import MedhelmError
 from medhelm_core.jury.presets import using_judges

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tabulate import tabulate
 
@@ -89,6 +89,24 @@ def _tokenizer(ws, deployment: str):
     return ws.tokenizer(ws.deployment(deployment).tokenizer_name, approximate=True)
 
 
+def token_counter(ws, est: Estimate) -> Callable[[str, str], int]:
+    """`count(deployment, text)`: the text's tokens by the deployment's tokenizer (`_tokenizer`, loaded
+    once a deployment); a deployment counted by an approximate tokenizer is noted in `est.approximated`
+    (and the reason in `est.approximation_reasons`)."""
+    counters: dict[str, Callable[[str], int]] = {}
+
+    def count(deployment: str, text: str) -> int:
+        if deployment not in counters:
+            tokenizer = _tokenizer(ws, deployment)
+            counters[deployment] = tokenizer.count
+            if is_approximate(tokenizer):
+                est.approximated[deployment] = tokenizer.name
+                est.approximation_reasons.setdefault(tokenizer.name, tokenizer)
+        return counters[deployment](text)
+
+    return count
+
+
 @in_data_scope
 def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
     """Tokens and dollars the runs would cost, without sending anything (nor writing anything).
@@ -100,16 +118,7 @@ def estimate_runs(ws, entries: list[tuple[Any, dict]]) -> Estimate:
     """
     est = Estimate()
     instances_by_scenario: dict[str, list[dict]] = {}
-    counters: dict[str, Any] = {}
-
-    def count(deployment: str, text: str) -> int:
-        if deployment not in counters:
-            tokenizer = _tokenizer(ws, deployment)
-            counters[deployment] = tokenizer.count
-            if is_approximate(tokenizer):
-                est.approximated[deployment] = tokenizer.name
-                est.approximation_reasons.setdefault(tokenizer.name, tokenizer)
-        return counters[deployment](text)
+    count = token_counter(ws, est)
 
     def approximate(deployment: str) -> bool:
         return deployment in est.approximated

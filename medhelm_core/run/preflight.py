@@ -17,7 +17,7 @@ from medhelm_core.clients.base import endpoint_origin
 from medhelm_core.clients.openai_compatible import VLLM_CHAT_CLIENT
 from medhelm_core.clients.stanford_gateway import ENDPOINT_CLIENT_CLASSES, GATEWAY_OPENAI_CLIENT
 from medhelm_core.data_sources import NotDownloadedYet, cached_data_only
-from medhelm_core.conf.deployments import (BUILTIN_CONFIG_DIR, load_credentials, resolve_api_key, resolve_base_url,
+from medhelm_core.helm_config.deployments import (BUILTIN_CONFIG_DIR, load_credentials, resolve_api_key, resolve_base_url,
                                            vendor_key_env)
 from medhelm_core.jury.presets import missing_judge_keys
 from medhelm_core.errors import MedhelmError

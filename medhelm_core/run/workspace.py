@@ -15,7 +15,7 @@ from medhelm_core.catalog import Catalog, load_catalog
 from medhelm_core.clients import client_for_deployment, factories, is_in_process
 from medhelm_core.clients.edition_views import CompletionView
 from medhelm_core.clients.huggingface_local import DEFAULT_BATCH_SIZE
-from medhelm_core.conf.deployments import load_credentials, load_model_registry
+from medhelm_core.helm_config.deployments import load_credentials, load_model_registry
 from medhelm_core.editions import DEFAULT_EDITION, ClientSwitches, Edition, load_edition
 from medhelm_core.engine import CompletionEngine, RunControls
 from medhelm_core.errors import MedhelmError

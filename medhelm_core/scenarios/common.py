@@ -11,16 +11,11 @@ import sys
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
 
-from medhelm_core.errors import MedhelmError
+from medhelm_core.errors import MedhelmError, first_line  # noqa: F401 - public helpers of benchmark folders
+from medhelm_core.parts import scenario_json  # noqa: F401
 
 if TYPE_CHECKING:  # for annotations only (nothing imported at run time)
     from medhelm_core.catalog import Benchmark
-
-
-def first_line(exc: BaseException) -> str:
-    """One-line rendering of an exception, for MedhelmError messages."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def require_arg(args: dict[str, Any], key: str, entry: str) -> Any:
@@ -82,11 +77,6 @@ def py_value(value: Any) -> Any:
     if item is not None and type(value).__module__ == "numpy":
         return item()
     return value
-
-
-def scenario_json(name: Any, description: Any, tags: list[Any], definition_path: str) -> dict[str, Any]:
-    """HELM's scenario.json: the Scenario dataclass fields in declaration order."""
-    return {"name": name, "description": description, "tags": list(tags), "definition_path": definition_path}
 
 
 def read_csv_frame(path: str, entry: str, what: str):

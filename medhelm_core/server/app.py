@@ -42,7 +42,7 @@ from medhelm_core.resources import SERVER_STATIC_DIR
 
 from .data import DataError, Reader, redact_run
 from .guard import HostGuard
-from .jury import redact_verdicts
+from .jury import jury_view, redact_verdicts, verdicts_view
 
 STATIC_DIR = SERVER_STATIC_DIR
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
@@ -75,11 +75,11 @@ def api_answer(reader: Reader, endpoint: str, params: dict[str, str], redact: bo
     if endpoint == "plots":
         return reader.plots()
     if endpoint == "jury":
-        return reader.jury()
+        return jury_view(reader)
     if endpoint == "verdicts":
         if not params.get("benchmark") or not params.get("model"):
             raise DataError("verdicts: missing ?benchmark= or ?model=")
-        verdicts = reader.verdicts(params["benchmark"], params["model"])
+        verdicts = verdicts_view(reader, params["benchmark"], params["model"])
         return redact_verdicts(verdicts) if redact else verdicts
     raise KeyError(endpoint)
 

@@ -363,30 +363,6 @@ class Reader:
         with self.connect() as conn:
             return build_run(conn, suite, run_name, snap)
 
-    # -- the judge views (jury.py): read from the store's kept analytics of this target --------------
-    def jury(self) -> dict:
-        """The judge ablation of the target: ranks per jury variant, rank stability, verdicts to read."""
-        from .jury import build_jury
-
-        snap = self.snapshot()
-
-        def build() -> dict:
-            with self.connect() as conn:
-                return build_jury(conn, snap)
-        return self.cached("jury", build)
-
-    def verdicts(self, benchmark: str, model: str) -> dict:
-        """Every judge's score and explanation per instance of `model` on jury `benchmark`, beside the
-        clinicians' ratings of the item."""
-        from .jury import build_verdicts
-
-        snap = self.snapshot()
-
-        def build() -> dict:
-            with self.connect() as conn:
-                return build_verdicts(conn, snap, benchmark, model)
-        return self.cached(("verdicts", benchmark, model), build)
-
 
 def _imported_schema(mem: duckdb.DuckDBPyConnection, target: Target) -> Optional[dict]:
     """An imported published target's own schema.json (None: none was imported; then the pipeline's

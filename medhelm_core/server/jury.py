@@ -355,3 +355,25 @@ def redact_verdicts(answer: dict) -> dict:
             for j in i.get("judges") or []]})
     out["instances"] = red
     return out
+
+
+# -- what the page asks for, read through the page's reader (cached like its other views) -----------
+def jury_view(reader) -> dict:
+    """The judge ablation of the reader's target: ranks per jury variant, rank stability, verdicts to read."""
+    snap = reader.snapshot()
+
+    def build() -> dict:
+        with reader.connect() as conn:
+            return build_jury(conn, snap)
+    return reader.cached("jury", build)
+
+
+def verdicts_view(reader, benchmark: str, model: str) -> dict:
+    """Every judge's score and explanation per instance of `model` on jury `benchmark`, beside the
+    clinicians' ratings of the item."""
+    snap = reader.snapshot()
+
+    def build() -> dict:
+        with reader.connect() as conn:
+            return build_verdicts(conn, snap, benchmark, model)
+    return reader.cached(("verdicts", benchmark, model), build)

@@ -10,10 +10,10 @@ from pathlib import Path
 import duckdb
 
 from medhelm_core.errors import MedhelmError
-from medhelm_core.resources import CONF_DIR
+from medhelm_core.resources import SETTINGS_DIR
 from medhelm_core.yamlio import safe_load
 
-BUILTIN_PATTERNS = CONF_DIR / "refusal_patterns.yaml"
+BUILTIN_PATTERNS = SETTINGS_DIR / "refusal_patterns.yaml"
 PATTERNS_ENV = "MEDHELM_REFUSAL_PATTERNS"
 
 

@@ -3,6 +3,13 @@ mock batch server in front of the repo's online mock."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -10,6 +17,7 @@ from medhelm_core.store import COMPLETION_COLUMNS, Store, insert_answers, reques
 from tests.mock_openai_batch import MockBatchServer
 from tests.oracle import SYNTHETIC, load, run_dirs
 
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOYMENT = "openai/gpt-4o-mini-2024-07-18"
 KEY = "sk-batch-SECRET-1234"
 
@@ -86,3 +94,32 @@ def batch_server(mock_server):
     yield make
     for s in servers:
         s.close()
+
+
+def batch_polls(server: MockBatchServer) -> int:
+    """How many times the batch server was polled for a batch (`GET .../batches/{id}`)."""
+    return sum(1 for m, p in list(server.log) if m == "GET" and "/batches/" in p)
+
+
+# -- a child process killed with SIGKILL ---------------------------------------------------------------
+def spawn_python(code: str, *args: str, cwd: Path) -> subprocess.Popen:
+    """`python -c code args...` in `cwd` with the repo importable, its stdout and stderr piped."""
+    return subprocess.Popen([sys.executable, "-c", code, *args], cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def kill_9_when(child: subprocess.Popen, ready: Callable[[], bool], timeout_s: float, poll_s: float = 0.05) -> None:
+    """Wait (the child alive all along, within `timeout_s`) until `ready()`, then kill -9 the child and reap
+    it; the child is killed whatever happens."""
+    try:
+        deadline = time.time() + timeout_s
+        while not ready():
+            assert child.poll() is None, child.stderr.read().decode()[-3000:]
+            assert time.time() < deadline
+            time.sleep(poll_s)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()

@@ -6,12 +6,7 @@ outcome, and a create whose answer was lost is found again, not paid twice."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 from pathlib import Path
 
 import httpx
@@ -28,7 +23,7 @@ from medhelm_core.jury.annotation import judge_request  # noqa: E402
 from medhelm_core.ratelimit import (CONTENT_FILTER, FATAL, FATAL_ENDPOINT, RATE_LIMITED, SERVER_ERROR,  # noqa: E402
                                     TIMEOUT, SettingsRegistry)
 from medhelm_core.store import request_key  # noqa: E402
-from tests.batch.conftest import store_answers, without_clock  # noqa: E402
+from tests.batch.conftest import kill_9_when, spawn_python, store_answers, without_clock  # noqa: E402
 from tests.batch.test_batch_durable import dead_owner  # noqa: E402
 from tests.mock_anthropic_batch import MockAnthropicBatchServer  # noqa: E402
 from tests.mock_server import MockServer  # noqa: E402
@@ -516,21 +511,8 @@ CHILD = textwrap.dedent("""
 
 def test_kill_9_while_the_batch_is_being_created_pays_nothing_twice(store, batch_server):
     server = batch_server(create_delay_s=30)  # the vendor makes the batch; its answer is slow
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(store.path), server.base_url], cwd=ROOT,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
-    try:
-        deadline = time.time() + 60
-        while server.creates == 0:
-            assert child.poll() is None, child.stderr.read().decode()
-            assert time.time() < deadline
-            time.sleep(0.05)
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+    child = spawn_python(CHILD, str(store.path), server.base_url, cwd=ROOT)
+    kill_9_when(child, lambda: server.creates > 0, timeout_s=60)
     server.create_delay_s = 0
     api = api_at(server)
     (before,) = ledger.outstanding(store, DEPLOYMENT)
@@ -578,7 +560,7 @@ def test_no_secret_reaches_the_tables(store, batch_server):
 # Which deployments, at what price
 # ---------------------------------------------------------------------------------------------
 def test_anthropic_deployments_batch_at_half_price_not_the_gateways():
-    from medhelm_core.conf.deployments import load_model_registry
+    from medhelm_core.helm_config.deployments import load_model_registry
 
     registry = load_model_registry(None)
     assert flavour_of(registry.get_deployment("anthropic/claude-3-7-sonnet-20250219")) is ANTHROPIC

@@ -17,11 +17,6 @@ sensor `medhelm_batches`, on the golden synthetic inputs against the mock batch 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -32,11 +27,11 @@ from medhelm_core.engine import RunControls
 from medhelm_core.run.workspace import Workspace
 from tests.batch.test_batch_pass import (CLEAR_B, COMPLETION_FIELDS, MENTAL_A, PER_INSTANCE, POLL, PRICES, normalised,
                                          run_files, table)
+from tests.batch.conftest import batch_polls, kill_9_when, spawn_python
 from tests.mock_openai_batch import MockBatchServer
 from tests.oracle import SYNTHETIC
 from tests.parity import lay_out_inputs
 
-ROOT = Path(__file__).resolve().parents[2]
 SUITE = "cli"
 N = 5
 ARGS = ["-r", MENTAL_A, CLEAR_B, "--suite", SUITE, "--max-eval-instances", str(N), "-o", "out",
@@ -174,22 +169,9 @@ def test_a_killed_batch_run_then_a_plain_rerun_pays_nothing_twice(at, mock_serve
     slow = MockBatchServer(upstream=mock_server.base_url, polls_per_state=10**9)  # never ends while it waits
     try:
         root = at("killed", slow.base_url, batch=False)
-        child = subprocess.Popen([sys.executable, "-c", CHILD, *ARGS, "--batch"], cwd=root,
-                                 env={**os.environ, "PYTHONPATH": str(ROOT)},
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            deadline = time.time() + 180
-            # Both model batches created and polled (the child waits on them), then kill -9.
-            while sum(1 for m, p in list(slow.log) if m == "GET" and "/batches/" in p) < 4:
-                assert child.poll() is None, child.stderr.read().decode()[-3000:]
-                assert time.time() < deadline
-                time.sleep(0.05)
-            os.kill(child.pid, signal.SIGKILL)
-            child.wait()
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+        child = spawn_python(CHILD, *ARGS, "--batch", cwd=root)
+        # Both model batches created and polled (the child waits on them), then kill -9.
+        kill_9_when(child, lambda: batch_polls(slow) >= 4, timeout_s=180)
         ws = Workspace(root / "out", root / "work" / "prod_env")
         live = ledger.outstanding(ws.store)
         assert len(live) == 2 and all(r.acknowledged for r in live) and slow.answered == []

@@ -3,18 +3,15 @@ submitter's batch found again rather than uploaded or created twice."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 from medhelm_core import owners
 from medhelm_core.batch import OPENAI, BatchAPI, collect, input_file, ledger, poll, resume, store_collected, submit
 from medhelm_core.clients.openai_compatible import OpenAICompatibleClient
-from tests.batch.conftest import DEPLOYMENT, KEY, base_request, keyed, store_answers
+from tests.batch.conftest import DEPLOYMENT, KEY, base_request, keyed, kill_9_when, spawn_python, store_answers
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,21 +135,8 @@ CHILD = textwrap.dedent("""
 
 def test_kill_9_while_the_batch_is_being_created_pays_nothing_twice(store, batch_server, tmp_path):
     server = batch_server(create_delay_s=30)  # the vendor creates the batch; its answer is slow
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(store.path), server.base_url], cwd=ROOT,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
-    try:
-        deadline = time.time() + 60
-        while server.creates == 0:
-            assert child.poll() is None, child.stderr.read().decode()
-            assert time.time() < deadline
-            time.sleep(0.05)
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+    child = spawn_python(CHILD, str(store.path), server.base_url, cwd=ROOT)
+    kill_9_when(child, lambda: server.creates > 0, timeout_s=60)
     server.create_delay_s = 0
     api = BatchAPI(OpenAICompatibleClient(server.base_url, KEY), OPENAI)
     (before,) = ledger.outstanding(store, DEPLOYMENT)

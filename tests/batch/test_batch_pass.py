@@ -12,13 +12,8 @@ model server:
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 from pathlib import Path
 
 import duckdb
@@ -32,11 +27,11 @@ from medhelm_core.run import requests as request_layer
 from medhelm_core.run.batch_pass import batch_pass, has_outstanding
 from medhelm_core.run.workspace import RunRef, Workspace
 from medhelm_core.selections import RunSelection
+from tests.batch.conftest import batch_polls, kill_9_when, spawn_python
 from tests.mock_openai_batch import MockBatchServer
-from tests.oracle import SYNTHETIC, load, run_dirs
-from tests.parity import assert_stats_equal, lay_out_inputs
+from tests.oracle import SYNTHETIC
+from tests.parity import assert_runs_equal_gold, lay_out_inputs
 
-ROOT = Path(__file__).resolve().parents[2]
 POLL = 0.05
 PRICES = "input_per_million: 1.0, output_per_million: 2.0"
 MENTAL_A = ("mental_health:data_path=work/private/mental_health.csv,jury_config_path=work/private/jury_config.yaml,"
@@ -147,22 +142,6 @@ def completions(db: Path) -> dict[str, tuple]:
         result = {k: v for k, v in json.loads(row[4]).items() if k not in ("request_time", "request_datetime")}
         out[row[0]] = row[:4] + (result,) + row[5:]
     return out
-
-
-def assert_runs_equal_gold(out: Path, suite_name: str) -> int:
-    compared = 0
-    for gold in run_dirs(SYNTHETIC, suite_name):
-        ours = out / "runs" / suite_name / gold.name
-        g_states, o_states = load(gold / "scenario_state.json"), load(ours / "scenario_state.json")
-        assert len(o_states["request_states"]) == len(g_states["request_states"])
-        for g, o in zip(g_states["request_states"], o_states["request_states"]):
-            assert o["request"] == g["request"]
-            assert o["result"]["completions"] == g["result"]["completions"]
-            assert o.get("annotations") == g.get("annotations")
-            compared += 1
-        for name in ("per_instance_stats.json", "stats.json"):
-            assert_stats_equal(load(gold / name), load(ours / name), per_instance=name.startswith("per"))
-    return compared
 
 
 # -- a suite by batch against the same suite online -----------------------------------------------
@@ -287,187 +266,150 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def test_kill_9_between_submission_and_collection_then_a_rerun_pays_once(tmp_path, monkeypatch, mock_server):
-    server = MockBatchServer(upstream=mock_server.base_url, polls_per_state=10**9)  # never ends while it waits
-    try:
-        monkeypatch.chdir(tmp_path)
-        ws, runs = lay_out(tmp_path, server.base_url, run_entries=[MENTAL_A, CLEAR_B], n=8)
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(ws.local_path),
-                                  json.dumps([[r.suite, r.run_name] for r in runs])],
-                                 cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            deadline = time.time() + 120
-            # Both model batches created, and polled (so the child is waiting on them), then kill -9.
-            while sum(1 for m, p in list(server.log) if m == "GET" and "/batches/" in p) < 4:
-                assert child.poll() is None, child.stderr.read().decode()[-3000:]
-                assert time.time() < deadline
-                time.sleep(0.02)
-            os.kill(child.pid, signal.SIGKILL)
-            child.wait()
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-        assert server.creates == 2 and server.answered == []
-        live = ledger.outstanding(ws.store)
-        assert len(live) == 2 and all(r.acknowledged for r in live)
-        assert has_outstanding(ws)
+def test_kill_9_between_submission_and_collection_then_a_rerun_pays_once(tmp_path, monkeypatch, batch_server):
+    server = batch_server(polls_per_state=10**9)  # never ends while it waits
+    monkeypatch.chdir(tmp_path)
+    ws, runs = lay_out(tmp_path, server.base_url, run_entries=[MENTAL_A, CLEAR_B], n=8)
+    child = spawn_python(CHILD, str(ws.local_path), json.dumps([[r.suite, r.run_name] for r in runs]),
+                         cwd=tmp_path)
+    # Both model batches created, and polled (so the child is waiting on them), then kill -9.
+    kill_9_when(child, lambda: batch_polls(server) >= 4, timeout_s=120, poll_s=0.02)
+    assert server.creates == 2 and server.answered == []
+    live = ledger.outstanding(ws.store)
+    assert len(live) == 2 and all(r.acknowledged for r in live)
+    assert has_outstanding(ws)
 
-        server.polls_per_state = 1  # the vendor gets on with it
-        report = batch_pass(ws, runs, wait=True)
-        # The two batches the dead process submitted are collected, not submitted again; the jury follows.
-        assert sorted(report.collected[:2]) == sorted(r.batch_id for r in live)
-        assert report.requests_submitted == {"judge": 8} and len(report.submitted) == 1
-        assert server.creates == 3 and len(server.uploads) == 3
-        assert len(server.answered) == len(set(server.answered)) == 8 + 8 + 8  # each request run (paid) once
-        assert report.outstanding == [] and not has_outstanding(ws)
-        online_before = len(server.online)
-        outcomes = run_online(ws, runs)
-        assert len(server.online) == online_before and all(o.new_calls == 0 for o in outcomes)
-        (paid,) = rows(ws, "SELECT count(*) FROM completions")[0]
-        assert paid == 24
-        # A third pass: nothing.
-        assert batch_pass(ws, runs).submitted == [] and server.creates == 3
-    finally:
-        server.close()
+    server.polls_per_state = 1  # the vendor gets on with it
+    report = batch_pass(ws, runs, wait=True)
+    # The two batches the dead process submitted are collected, not submitted again; the jury follows.
+    assert sorted(report.collected[:2]) == sorted(r.batch_id for r in live)
+    assert report.requests_submitted == {"judge": 8} and len(report.submitted) == 1
+    assert server.creates == 3 and len(server.uploads) == 3
+    assert len(server.answered) == len(set(server.answered)) == 8 + 8 + 8  # each request run (paid) once
+    assert report.outstanding == [] and not has_outstanding(ws)
+    online_before = len(server.online)
+    outcomes = run_online(ws, runs)
+    assert len(server.online) == online_before and all(o.new_calls == 0 for o in outcomes)
+    (paid,) = rows(ws, "SELECT count(*) FROM completions")[0]
+    assert paid == 24
+    # A third pass: nothing.
+    assert batch_pass(ws, runs).submitted == [] and server.creates == 3
 
 
 # -- expiry and failures --------------------------------------------------------------------------
-def test_an_expired_batch_is_asked_online(tmp_path, monkeypatch, mock_server):
-    server = MockBatchServer(upstream=mock_server.base_url, expire=True)
-    try:
-        monkeypatch.chdir(tmp_path)
-        ws, runs = lay_out(tmp_path, server.base_url, run_entries=[CLEAR_B], n=6)
-        report = batch_pass(ws, runs, wait=True)
-        assert (report.answered, report.retry, report.failed) == (0, 6, 0) and len(report.collected) == 1
-        (batch_id,) = report.collected
-        assert {s for s, _ in ledger.items(ws.store, batch_id).values()} == {"retry"}
-        assert ledger.get(ws.store, batch_id).state == "collected"
-        assert rows(ws, "SELECT count(*) FROM completions")[0][0] == 0
-        outcomes = run_online(ws, runs)
-        assert len(server.online) == 6 and outcomes[0].model.new == 6 and server.answered == []
-    finally:
-        server.close()
+def test_an_expired_batch_is_asked_online(tmp_path, monkeypatch, batch_server):
+    server = batch_server(expire=True)
+    monkeypatch.chdir(tmp_path)
+    ws, runs = lay_out(tmp_path, server.base_url, run_entries=[CLEAR_B], n=6)
+    report = batch_pass(ws, runs, wait=True)
+    assert (report.answered, report.retry, report.failed) == (0, 6, 0) and len(report.collected) == 1
+    (batch_id,) = report.collected
+    assert {s for s, _ in ledger.items(ws.store, batch_id).values()} == {"retry"}
+    assert ledger.get(ws.store, batch_id).state == "collected"
+    assert rows(ws, "SELECT count(*) FROM completions")[0][0] == 0
+    outcomes = run_online(ws, runs)
+    assert len(server.online) == 6 and outcomes[0].model.new == 6 and server.answered == []
 
 
-def test_partial_failures_are_asked_again_in_the_next_pass(tmp_path, monkeypatch, mock_server):
-    server = MockBatchServer(upstream=mock_server.base_url)
-    try:
-        monkeypatch.chdir(tmp_path)
-        ws, runs = lay_out(tmp_path, server.base_url, run_entries=[CLEAR_B], n=8)
-        keys = model_keys(ws, runs)
-        expired, transient, refused = keys[0], keys[1], keys[2]
-        server.expire = {expired}
-        server.item_errors = {
-            transient: (500, {"error": {"message": "The server had an error", "type": "server_error"}}),
-            refused: (400, {"error": {"message": "Invalid prompt", "type": "invalid_request_error"}})}
-        first = batch_pass(ws, runs, wait=True)
-        assert (first.answered, first.retry, first.failed) == (5, 2, 1)
-        items = ledger.items(ws.store, first.collected[0])
-        assert (items[expired][0], items[transient][0], items[refused][0]) == ("retry", "retry", "failed")
-        assert "batch_expired" in items[expired][1] and "Invalid prompt" in items[refused][1]
-        stored = {k for (k,) in rows(ws, "SELECT request_key FROM completions")}
-        assert stored == set(keys) - {expired, transient, refused}  # none stored, none dropped
+def test_partial_failures_are_asked_again_in_the_next_pass(tmp_path, monkeypatch, batch_server):
+    server = batch_server()
+    monkeypatch.chdir(tmp_path)
+    ws, runs = lay_out(tmp_path, server.base_url, run_entries=[CLEAR_B], n=8)
+    keys = model_keys(ws, runs)
+    expired, transient, refused = keys[0], keys[1], keys[2]
+    server.expire = {expired}
+    server.item_errors = {
+        transient: (500, {"error": {"message": "The server had an error", "type": "server_error"}}),
+        refused: (400, {"error": {"message": "Invalid prompt", "type": "invalid_request_error"}})}
+    first = batch_pass(ws, runs, wait=True)
+    assert (first.answered, first.retry, first.failed) == (5, 2, 1)
+    items = ledger.items(ws.store, first.collected[0])
+    assert (items[expired][0], items[transient][0], items[refused][0]) == ("retry", "retry", "failed")
+    assert "batch_expired" in items[expired][1] and "Invalid prompt" in items[refused][1]
+    stored = {k for (k,) in rows(ws, "SELECT request_key FROM completions")}
+    assert stored == set(keys) - {expired, transient, refused}  # none stored, none dropped
 
-        server.expire, server.item_errors = False, {}
-        second = batch_pass(ws, runs, wait=True)
-        assert second.requests_submitted == {"model": 3} and second.answered == 3
-        assert {k for (k,) in rows(ws, "SELECT request_key FROM completions")} == set(keys)
-        outcomes = run_online(ws, runs)
-        assert server.online == [] and outcomes[0].model.new == 0
-    finally:
-        server.close()
+    server.expire, server.item_errors = False, {}
+    second = batch_pass(ws, runs, wait=True)
+    assert second.requests_submitted == {"model": 3} and second.answered == 3
+    assert {k for (k,) in rows(ws, "SELECT request_key FROM completions")} == set(keys)
+    outcomes = run_online(ws, runs)
+    assert server.online == [] and outcomes[0].model.new == 0
 
 
 # -- --no-wait, --collect -------------------------------------------------------------------------
-def test_no_wait_then_collect(tmp_path, monkeypatch, mock_server):
-    server = MockBatchServer(upstream=mock_server.base_url)
-    try:
-        monkeypatch.chdir(tmp_path)
-        ws, runs = lay_out(tmp_path, server.base_url, run_entries=[MENTAL_A], n=5)
-        first = batch_pass(ws, runs, wait=False)
-        assert first.requests_submitted == {"model": 5} and len(first.outstanding) == 1
-        assert first.pending_runs == runs and first.collected == []
-        # A second invocation: polls (the batch moves on), submits nothing twice.
-        second = batch_pass(ws, runs, wait=False)
-        assert second.submitted == [] and second.outstanding == first.outstanding and server.creates == 1
-        # --collect: waits for the outstanding batch and collects it; submits no jury.
-        collected = batch_pass(ws, runs, wait=True, collect_only=True)
-        assert collected.collected == first.submitted and collected.answered == 5
-        assert collected.submitted == [] and server.creates == 1 and collected.pending_runs == []
-        # The next --no-wait invocation submits the jury behind the stored answers ...
-        third = batch_pass(ws, runs, wait=False)
-        assert third.requests_submitted == {"judge": 5} and third.pending_runs == runs
-        # ... and a waiting one collects it.
-        fourth = batch_pass(ws, runs, wait=True)
-        assert fourth.collected == third.submitted and fourth.submitted == [] and fourth.answered == 5
-        assert not has_outstanding(ws) and server.creates == 2
-        outcomes = run_online(ws, runs)
-        assert server.online == [] and outcomes[0].new_calls == 0
-    finally:
-        server.close()
+def test_no_wait_then_collect(tmp_path, monkeypatch, batch_server):
+    server = batch_server()
+    monkeypatch.chdir(tmp_path)
+    ws, runs = lay_out(tmp_path, server.base_url, run_entries=[MENTAL_A], n=5)
+    first = batch_pass(ws, runs, wait=False)
+    assert first.requests_submitted == {"model": 5} and len(first.outstanding) == 1
+    assert first.pending_runs == runs and first.collected == []
+    # A second invocation: polls (the batch moves on), submits nothing twice.
+    second = batch_pass(ws, runs, wait=False)
+    assert second.submitted == [] and second.outstanding == first.outstanding and server.creates == 1
+    # --collect: waits for the outstanding batch and collects it; submits no jury.
+    collected = batch_pass(ws, runs, wait=True, collect_only=True)
+    assert collected.collected == first.submitted and collected.answered == 5
+    assert collected.submitted == [] and server.creates == 1 and collected.pending_runs == []
+    # The next --no-wait invocation submits the jury behind the stored answers ...
+    third = batch_pass(ws, runs, wait=False)
+    assert third.requests_submitted == {"judge": 5} and third.pending_runs == runs
+    # ... and a waiting one collects it.
+    fourth = batch_pass(ws, runs, wait=True)
+    assert fourth.collected == third.submitted and fourth.submitted == [] and fourth.answered == 5
+    assert not has_outstanding(ws) and server.creates == 2
+    outcomes = run_online(ws, runs)
+    assert server.online == [] and outcomes[0].new_calls == 0
 
 
-def test_collect_only_with_nothing_outstanding_does_nothing(tmp_path, monkeypatch, mock_server):
-    server = MockBatchServer(upstream=mock_server.base_url)
-    try:
-        monkeypatch.chdir(tmp_path)
-        ws, runs = lay_out(tmp_path, server.base_url, run_entries=[CLEAR_B], n=3)
-        report = batch_pass(ws, runs, collect_only=True)
-        assert report.submitted == report.collected == [] and server.log == []
-    finally:
-        server.close()
+def test_collect_only_with_nothing_outstanding_does_nothing(tmp_path, monkeypatch, batch_server):
+    server = batch_server()
+    monkeypatch.chdir(tmp_path)
+    ws, runs = lay_out(tmp_path, server.base_url, run_entries=[CLEAR_B], n=3)
+    report = batch_pass(ws, runs, collect_only=True)
+    assert report.submitted == report.collected == [] and server.log == []
 
 
 # -- budget -----------------------------------------------------------------------------------------
-def test_budget_counts_a_batchs_worst_case_when_submitted(tmp_path, monkeypatch, mock_server):
-    server = MockBatchServer(upstream=mock_server.base_url)
-    try:
-        monkeypatch.chdir(tmp_path)
-        # Worst case of one request of this run: its prompt tokens + max_tokens, at half the price.
-        ws, runs = lay_out(tmp_path, server.base_url, run_entries=[CLEAR_B], n=10, budget=1.0)
-        settings, count = ws.deployment_settings("mockai/mock-gpt-b"), ws.token_counter("mockai/mock-gpt-b")
-        model_keys(ws, runs)
-        worst = [settings.batch_cost(count(json.loads(s)["request"]["prompt"]), json.loads(s)["request"]["max_tokens"],
-                                     0.5) for (s,) in rows(ws, "SELECT request_state FROM requests ORDER BY position")]
-        limit = sum(worst[:4]) + worst[4] / 2  # four fit, the fifth does not
-        ws.controls.budget = budget = Budget(limit)
-        report = batch_pass(ws, runs, wait=False)
-        assert report.requests_submitted == {"model": 4} and report.budget_skipped == 6
-        assert budget.reserved == pytest.approx(sum(worst[:4])) and budget.exhausted
-        later = batch_pass(ws, runs, wait=True)
-        assert later.answered == 4 and budget.reserved == pytest.approx(0.0, abs=1e-12)
-        assert budget.spent == pytest.approx(later.spend_usd) and budget.spent <= limit
-        assert budget.paid_calls == 4
-    finally:
-        server.close()
+def test_budget_counts_a_batchs_worst_case_when_submitted(tmp_path, monkeypatch, batch_server):
+    server = batch_server()
+    monkeypatch.chdir(tmp_path)
+    # Worst case of one request of this run: its prompt tokens + max_tokens, at half the price.
+    ws, runs = lay_out(tmp_path, server.base_url, run_entries=[CLEAR_B], n=10, budget=1.0)
+    settings, count = ws.deployment_settings("mockai/mock-gpt-b"), ws.token_counter("mockai/mock-gpt-b")
+    model_keys(ws, runs)
+    worst = [settings.batch_cost(count(json.loads(s)["request"]["prompt"]), json.loads(s)["request"]["max_tokens"],
+                                 0.5) for (s,) in rows(ws, "SELECT request_state FROM requests ORDER BY position")]
+    limit = sum(worst[:4]) + worst[4] / 2  # four fit, the fifth does not
+    ws.controls.budget = budget = Budget(limit)
+    report = batch_pass(ws, runs, wait=False)
+    assert report.requests_submitted == {"model": 4} and report.budget_skipped == 6
+    assert budget.reserved == pytest.approx(sum(worst[:4])) and budget.exhausted
+    later = batch_pass(ws, runs, wait=True)
+    assert later.answered == 4 and budget.reserved == pytest.approx(0.0, abs=1e-12)
+    assert budget.spent == pytest.approx(later.spend_usd) and budget.spent <= limit
+    assert budget.paid_calls == 4
 
 
 # -- a deployment without a batch API ----------------------------------------------------------------
-def test_a_judge_without_a_batch_api_is_asked_online_in_the_same_invocation(tmp_path, monkeypatch, mock_server):
-    server = MockBatchServer(upstream=mock_server.base_url)
-    try:
-        monkeypatch.chdir(tmp_path)
-        ws, runs = lay_out(tmp_path, server.base_url, run_entries=[MENTAL_A], n=5, judge_without_batch_api=True)
-        report = batch_pass(ws, runs, wait=True)
-        assert report.requests_submitted == {"model": 5} and report.online_deployments == {"mockai/mock-judge"}
-        outcomes = run_online(ws, runs)
-        assert outcomes[0].model.new == 0 and outcomes[0].judge.new == 5 and len(server.online) == 5
-    finally:
-        server.close()
+def test_a_judge_without_a_batch_api_is_asked_online_in_the_same_invocation(tmp_path, monkeypatch, batch_server):
+    server = batch_server()
+    monkeypatch.chdir(tmp_path)
+    ws, runs = lay_out(tmp_path, server.base_url, run_entries=[MENTAL_A], n=5, judge_without_batch_api=True)
+    report = batch_pass(ws, runs, wait=True)
+    assert report.requests_submitted == {"model": 5} and report.online_deployments == {"mockai/mock-judge"}
+    outcomes = run_online(ws, runs)
+    assert outcomes[0].model.new == 0 and outcomes[0].judge.new == 5 and len(server.online) == 5
 
 
-def test_force_batch_batches_deployments_whose_setting_is_off(tmp_path, monkeypatch, mock_server):
-    server = MockBatchServer(upstream=mock_server.base_url)
-    try:
-        monkeypatch.chdir(tmp_path)
-        ws, runs = lay_out(tmp_path, server.base_url, batch=False, run_entries=[CLEAR_B], n=3)
-        assert batch_pass(ws, runs).submitted == [] and server.log == []
-        report = batch_pass(ws, runs, force_batch=True)
-        assert report.requests_submitted == {"model": 3} and report.answered == 3
-    finally:
-        server.close()
+def test_force_batch_batches_deployments_whose_setting_is_off(tmp_path, monkeypatch, batch_server):
+    server = batch_server()
+    monkeypatch.chdir(tmp_path)
+    ws, runs = lay_out(tmp_path, server.base_url, batch=False, run_entries=[CLEAR_B], n=3)
+    assert batch_pass(ws, runs).submitted == [] and server.log == []
+    report = batch_pass(ws, runs, force_batch=True)
+    assert report.requests_submitted == {"model": 3} and report.answered == 3
 
 
 # -- --estimate-cost ---------------------------------------------------------------------------------

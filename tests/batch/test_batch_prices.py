@@ -50,7 +50,7 @@ def test_bad_batch_settings_are_errors(tmp_path, bad):
 
 
 def test_which_deployments_have_a_batch_api():
-    from medhelm_core.conf.deployments import load_model_registry
+    from medhelm_core.helm_config.deployments import load_model_registry
 
     registry = load_model_registry(None)
     assert flavour_of(registry.get_deployment("openai/gpt-4o-mini-2024-07-18")) is OPENAI

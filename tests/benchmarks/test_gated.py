@@ -575,7 +575,7 @@ def test_other_tiers_still_materialize(tmp_path):
     """A gated dataset without its files fails alone: the private one in the same suite builds."""
     from medhelm_core.run import datasets, entries as entry_layer
     from medhelm_core.run.workspace import Workspace
-    from medhelm_core.conf.expand import expand_confs
+    from medhelm_core.helm_config.expand import expand_confs
 
     shc = tmp_path / "shc.csv"
     shc.write_text("prompt,context,label\nIs it A?,Visit 1.,A\nIs it B?,Visit 2.,B\n")

@@ -110,7 +110,7 @@ def test_run_spec_equals_helm_dump(entry):
 
 
 def test_run_spec_signatures_are_helms():
-    from medhelm_core.conf.expand import _call_run_spec_function
+    from medhelm_core.helm_config.expand import _call_run_spec_function
 
     with pytest.raises(MedhelmError, match="cannot take arguments"):
         _call_run_spec_function(cat.run_spec_functions["pubmed_qa"], "pubmed_qa", {"data_path": "x"})

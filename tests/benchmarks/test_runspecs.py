@@ -171,7 +171,7 @@ DEFAULT_JURY = {
 
 def test_default_judges_config(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the default is found relative to the project, not the CWD
-    packaged = Path(__file__).resolve().parents[2] / "medhelm_core" / "resources" / "conf" / "judges.yaml"
+    packaged = Path(__file__).resolve().parents[2] / "medhelm_core" / "resources" / "settings" / "judges.yaml"
     assert DEFAULT_JUDGES_CONFIG == packaged and packaged.is_file()  # package data (the checkout's conf/ links to it)
     models = annotator_models_from_config(None)
     assert models == DEFAULT_JURY and list(models) == ["gpt", "llama", "claude"]

@@ -22,7 +22,7 @@ anthropic = pytest.importorskip("anthropic")
 from medhelm_core.clients import client_for_deployment, factories  # noqa: E402
 from medhelm_core.clients.anthropic_messages import (CLASS_NAME, AnthropicMessagesClient,  # noqa: E402
                                                      translate_rate_limit_headers)
-from medhelm_core.conf.deployments import Deployment, parse_credentials  # noqa: E402
+from medhelm_core.helm_config.deployments import Deployment, parse_credentials  # noqa: E402
 from medhelm_core.errors import MedhelmError  # noqa: E402
 from tests.oracle import SHARED, load  # noqa: E402
 
@@ -385,7 +385,7 @@ def test_helms_requests_and_results_from_the_oracle(vendor_mock):
 
 
 def test_built_in_deployments_build(no_env):
-    from medhelm_core.conf.deployments import load_model_registry
+    from medhelm_core.helm_config.deployments import load_model_registry
 
     deps = [d for d in load_model_registry(None).deployments.values() if d.client_spec.class_name == CLASS_NAME]
     assert len(deps) >= 10 and any(d.client_spec.args.get("stream") for d in deps)

@@ -13,7 +13,7 @@ from pydantic import SecretStr
 from medhelm_core.clients import client_for_deployment
 from medhelm_core.clients.azure_openai import (AZURE_OPENAI_CLIENT, GATEWAY_AZURE_OPENAI_CLIENT,
                                                GATEWAY_SHC_OPENAI_CLIENT, AzureOpenAIChatClient)
-from medhelm_core.conf.deployments import Credentials, Deployment
+from medhelm_core.helm_config.deployments import Credentials, Deployment
 from medhelm_core.errors import MedhelmError
 from medhelm_core.ratelimit import CONTENT_FILTER, FATAL_ENDPOINT, OK, RATE_LIMITED, SERVER_ERROR
 from medhelm_core.run import preflight

@@ -20,7 +20,7 @@ pytest.importorskip("boto3")
 from medhelm_core.clients import client_for_deployment, supported_client_classes  # noqa: E402
 from medhelm_core.clients.base import truncate_and_tokenize_response_text  # noqa: E402
 from medhelm_core.clients.bedrock import LLAMA, MISTRAL, NOVA, PALMYRA, TITAN  # noqa: E402
-from medhelm_core.conf.deployments import Credentials, Deployment, load_model_registry, parse_credentials  # noqa: E402
+from medhelm_core.helm_config.deployments import Credentials, Deployment, load_model_registry, parse_credentials  # noqa: E402
 from medhelm_core.errors import MedhelmError  # noqa: E402
 from medhelm_core.ratelimit import (CONNECTION, FATAL, FATAL_ENDPOINT, OK, RATE_LIMITED, SERVER_ERROR,  # noqa: E402
                                     TIMEOUT)

@@ -161,7 +161,7 @@ def test_the_organization_is_sent_as_helms_openai_client_sends_it(cls, org_sourc
     from pydantic import SecretStr
 
     from medhelm_core.clients import client_for_deployment
-    from medhelm_core.conf.deployments import Credentials, Deployment
+    from medhelm_core.helm_config.deployments import Credentials, Deployment
     from tests.clients.scripted_http import ScriptedServer
 
     server = ScriptedServer()

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from medhelm_core.conf.deployments import Deployment, load_model_registry
+from medhelm_core.helm_config.deployments import Deployment, load_model_registry
 from medhelm_core.errors import MedhelmError
 from tests.oracle import SHARED, SYNTHETIC, load
 

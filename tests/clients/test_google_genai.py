@@ -17,7 +17,7 @@ pytest.importorskip("google.genai")
 
 from medhelm_core.clients import client_for_deployment  # noqa: E402
 from medhelm_core.clients.google_genai import CLASS_NAME, google_genai_client, retry_delay_seconds  # noqa: E402
-from medhelm_core.conf.deployments import Deployment, parse_credentials  # noqa: E402
+from medhelm_core.helm_config.deployments import Deployment, parse_credentials  # noqa: E402
 from medhelm_core.errors import MedhelmError  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"

@@ -340,7 +340,7 @@ def parity(tmp_path_factory):
 def our_client(parity: dict, deployment: str):
     if deployment not in parity["clients"]:
         from medhelm_core.clients import client_for_deployment
-        from medhelm_core.conf.deployments import load_credentials, load_model_registry
+        from medhelm_core.helm_config.deployments import load_credentials, load_model_registry
 
         registry = load_model_registry(parity["prod_env"])
         dep = registry.get_deployment(deployment)

@@ -11,7 +11,7 @@ pytest.importorskip("transformers")
 
 from medhelm_core.clients import client_for_deployment, huggingface_local  # noqa: E402
 from medhelm_core.clients.huggingface_local import LocalModel  # noqa: E402
-from medhelm_core.conf.deployments import Credentials, load_model_registry  # noqa: E402
+from medhelm_core.helm_config.deployments import Credentials, load_model_registry  # noqa: E402
 from medhelm_core.errors import MedhelmError  # noqa: E402
 from medhelm_core.hf_hub import hub_cache_dir  # noqa: E402
 from tests.oracle import SHARED  # noqa: E402

@@ -11,7 +11,7 @@ from pydantic import SecretStr
 
 from medhelm_core.clients import client_for_deployment
 from medhelm_core.clients.openai_responses import OPENAI_RESPONSE_CLIENT
-from medhelm_core.conf.deployments import Credentials, Deployment
+from medhelm_core.helm_config.deployments import Credentials, Deployment
 from medhelm_core.ratelimit import CONTENT_FILTER, FATAL, FATAL_ENDPOINT, OK, RATE_LIMITED, SERVER_ERROR
 from tests.clients.scripted_http import ScriptedServer
 from tests.mock_server import MockServer

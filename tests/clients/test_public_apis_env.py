@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from medhelm_cli import run_main
-from medhelm_core.conf.deployments import load_credentials, load_model_registry, resolve_api_key, resolve_base_url
-from medhelm_core.conf.expand import expand_confs
+from medhelm_core.helm_config.deployments import load_credentials, load_model_registry, resolve_api_key, resolve_base_url
+from medhelm_core.helm_config.expand import expand_confs
 from tests.oracle import SHARED
 
 ROOT = Path(__file__).resolve().parents[2]

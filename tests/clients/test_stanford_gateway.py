@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from medhelm_core.clients import client_for_deployment
 from medhelm_core.clients.stanford_gateway import (GATEWAY_CLAUDE_CLIENT, GATEWAY_GOOGLE_CLIENT,
                                                    GATEWAY_OPENAI_CLIENT)
-from medhelm_core.conf.deployments import Credentials, Deployment
+from medhelm_core.helm_config.deployments import Credentials, Deployment
 from medhelm_core.errors import MedhelmError
 from medhelm_core.ratelimit import CONNECTION, FATAL, FATAL_ENDPOINT, OK, RATE_LIMITED, SERVER_ERROR
 from medhelm_core.run import preflight

@@ -18,7 +18,7 @@ import pytest
 from medhelm_core.clients import client_for_deployment, factories
 from medhelm_core.clients.together import (CLASS_NAME, INFERENCE_URL, TogetherClient, inference_url,
                                            translate_rate_limit_headers)
-from medhelm_core.conf.deployments import Deployment, parse_credentials
+from medhelm_core.helm_config.deployments import Deployment, parse_credentials
 from medhelm_core.errors import MedhelmError
 
 KEY = "tgp-secret-key-0123456789abcdef"
@@ -297,7 +297,7 @@ def test_unknown_argument_is_refused(no_env):
 
 
 def test_built_in_deployments_build(no_env):
-    from medhelm_core.conf.deployments import load_model_registry
+    from medhelm_core.helm_config.deployments import load_model_registry
 
     registry = load_model_registry(None)
     deps = [d for d in registry.deployments.values() if d.client_spec.class_name == CLASS_NAME]

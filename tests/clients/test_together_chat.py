@@ -22,7 +22,7 @@ from medhelm_core.clients import client_for_deployment, factories
 from medhelm_core.clients.together import (CHAT_CLASS_NAME, COMPLETION_CLASS_NAME, TOGETHER_SDK_VERSION,
                                            TogetherChatClient, TogetherCompletionClient, _StopTokens,
                                            parse_thinking, sdk_base_url)
-from medhelm_core.conf.deployments import Deployment, parse_credentials
+from medhelm_core.helm_config.deployments import Deployment, parse_credentials
 from medhelm_core.errors import MedhelmError
 
 KEY = "tgp-secret-key-0123456789abcdef"
@@ -499,7 +499,7 @@ def test_no_sdk_needed(no_env, monkeypatch):
 
 
 def test_builtin_deployments_build(no_env):
-    from medhelm_core.conf.deployments import load_model_registry
+    from medhelm_core.helm_config.deployments import load_model_registry
 
     creds = parse_credentials(f'togetherApiKey: "{KEY}"', "c.conf")
     registry = load_model_registry(None)

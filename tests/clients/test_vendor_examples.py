@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from medhelm_cli import run_main
-from medhelm_core.conf.deployments import BUILTIN_CONFIG_DIR, load_credentials, load_model_registry
+from medhelm_core.helm_config.deployments import BUILTIN_CONFIG_DIR, load_credentials, load_model_registry
 from tests.clients.test_public_apis_env import PUBLIC_CONF, _needed, mirror, offline  # noqa: F401 - fixtures
 from tests.readme import code_blocks, commands
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from medhelm_core.clients import client_for_deployment
-from medhelm_core.conf.deployments import Deployment, parse_credentials, resolve_api_key, vendor_key_env
+from medhelm_core.helm_config.deployments import Deployment, parse_credentials, resolve_api_key, vendor_key_env
 from medhelm_core.errors import MedhelmError
 
 KEYS = {"OPENAI_API_KEY": "sk-openai-canary", "ANTHROPIC_API_KEY": "sk-ant-canary",
@@ -98,7 +98,7 @@ def test_a_judge_without_an_api_key_concept_passes_the_judge_check(tmp_path):
         "      args: {region: us-west-2, bedrock_model_id: us.anthropic.claude-3-7-sonnet-20250219-v1:0}\n")
     script = (
         "import sys\n"
-        "from medhelm_core.conf.deployments import parse_credentials\n"
+        "from medhelm_core.helm_config.deployments import parse_credentials\n"
         "from medhelm_core.run.preflight import _judge_deployment_problem\n"
         "from medhelm_core.run.workspace import Workspace\n"
         "ws = Workspace(sys.argv[1], sys.argv[2]); none = parse_credentials('', 'credentials.conf')\n"

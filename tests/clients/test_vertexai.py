@@ -18,7 +18,7 @@ pytest.importorskip("google.auth")
 from medhelm_core.clients import client_for_deployment  # noqa: E402
 from medhelm_core.clients.vertexai import (CLASS_NAME, HARM_CATEGORIES, resource_name, vertex_host,  # noqa: E402
                                            vertexai_chat_client)
-from medhelm_core.conf.deployments import Deployment, parse_credentials  # noqa: E402
+from medhelm_core.helm_config.deployments import Deployment, parse_credentials  # noqa: E402
 from medhelm_core.errors import MedhelmError  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"

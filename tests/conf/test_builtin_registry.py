@@ -1,4 +1,4 @@
-"""The built-in registry (medhelm_core/conf/*.yaml) is a faithful transcription of HELM 0.5.16's
+"""The built-in registry (medhelm_core/helm_config/*.yaml) is a faithful transcription of HELM 0.5.16's
 helm/config/*.yaml: every entry equals HELM's entry of that name, in HELM's order, and the selection
 rules of its header hold (each model with all of HELM's deployments, which decide its default one).
 HELM's own files come from its wheel (.cache/reference, downloaded by scripts/setup.sh)."""
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from medhelm_core.conf.deployments import BUILTIN_CONFIG_DIR, load_model_registry
-from medhelm_core.conf.entry_files import read_run_entries
-from medhelm_core.conf.expand import run_entries_to_run_specs
+from medhelm_core.helm_config.deployments import BUILTIN_CONFIG_DIR, load_model_registry
+from medhelm_core.helm_config.entry_files import read_run_entries
+from medhelm_core.helm_config.expand import run_entries_to_run_specs
 from tests.helm_reference import helm_wheel
 from tests.oracle import SHARED
 

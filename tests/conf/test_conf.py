@@ -9,7 +9,7 @@ import pytest
 import yaml
 from pydantic import SecretStr
 
-from medhelm_core.conf import (
+from medhelm_core.helm_config import (
     Credentials,
     Deployment,
     ModelRegistry,
@@ -26,9 +26,9 @@ from medhelm_core.conf import (
     resolve_base_url,
     run_entries_to_run_specs,
 )
-from medhelm_core.conf.deployments import ModelMetadata
-from medhelm_core.conf.entry_files import load_run_entries
-from medhelm_core.conf.run_entries import RunEntry
+from medhelm_core.helm_config.deployments import ModelMetadata
+from medhelm_core.helm_config.entry_files import load_run_entries
+from medhelm_core.helm_config.run_entries import RunEntry
 from medhelm_core.helm_types import adapter_spec, generation_adapter_spec, run_spec, scenario_spec
 from medhelm_core.errors import MedhelmError
 
@@ -620,9 +620,9 @@ def test_load_oracle_deployments():
 
 def test_builtin_hook_is_loaded(tmp_path):
     registry = load_model_registry(tmp_path)
-    # HELM's built-in deployments for the models the MedHELM confs name (medhelm_core/conf/)
+    # HELM's built-in deployments for the models the MedHELM confs name (medhelm_core/helm_config/)
     assert registry.deployments["stanfordhealthcare/gpt-4o-2024-05-13"].model_name == "openai/gpt-4o-2024-05-13"
-    assert any("medhelm_core/conf/model_deployments.yaml" in f for f in registry.deployment_files)
+    assert any("medhelm_core/resources/helm_registry/model_deployments.yaml" in f for f in registry.deployment_files)
     with pytest.raises(MedhelmError) as err:
         registry.get_deployment("org/nope")
     assert "'org/nope'" in str(err.value) and str(tmp_path / "model_deployments.yaml") in str(err.value)

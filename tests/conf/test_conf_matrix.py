@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from medhelm_core.conf.entry_files import load_run_entries
+from medhelm_core.helm_config.entry_files import load_run_entries
 from medhelm_core.errors import MedhelmError
 from tests.oracle import SHARED
 
@@ -31,7 +31,7 @@ def test_matrix_errors_name_the_file_and_field(tmp_path):
 def test_any_model_matrix_is_the_public_benchmarks_as_helm_wildcards():
     """conf/medhelm_public_any_model.yaml: the public matrix's benchmarks, each HELM's `model=text`
     wildcard, which --models-to-run fills with the user's model (and which needs it, as helm-run)."""
-    from medhelm_core.conf.expand import expand_confs
+    from medhelm_core.helm_config.expand import expand_confs
 
     import yaml
     public = yaml.safe_load((ROOT / "conf" / "medhelm_public.yaml").read_text())

@@ -1,6 +1,6 @@
 """`medhelm-run --dry-run` on the four MedHELM confs prints exactly HELM's run names, in conf order,
 with the REAL registered run-spec functions and the built-in deployments / model metadata
-(medhelm_core/conf/model_deployments.yaml and model_metadata.yaml, transcribed from HELM).
+(medhelm_core/resources/helm_registry/model_deployments.yaml and model_metadata.yaml, transcribed from HELM).
 
 The expected names are derived here independently of medhelm's expansion code, by HELM's rules
 (helm-output-summarize.md §1.2, HELM `run_specs/medhelm_run_specs.py` read by hand):
@@ -17,7 +17,7 @@ import yaml
 
 from medhelm_cli import run_main
 from medhelm_core.catalog import default_catalog
-from medhelm_core.conf import load_model_registry, read_run_entries, run_entries_to_run_specs
+from medhelm_core.helm_config import load_model_registry, read_run_entries, run_entries_to_run_specs
 from tests.oracle import SHARED
 
 HELM_CONFS = SHARED / "helm"

@@ -35,13 +35,14 @@ _NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "venv", "build", "dist", 
 # Run inside the new venv: where the packages come from, and the package data they read.
 _PROBE = """
 import json, sys
-import medhelm_dagster, medhelm_core
+import medhelm_cli, medhelm_dagster, medhelm_core
 from medhelm_core import resources as r
 from medhelm_core.jury.judges import annotator_models_from_config
 from medhelm_core.ratelimit import SettingsRegistry
 from medhelm_core.summarize.schema import load_schema
 print(json.dumps({
-    "medhelm_core": medhelm_core.__file__, "assets": assets.__file__, "sys_path": sys.path,
+    "medhelm_core": medhelm_core.__file__, "medhelm_dagster": medhelm_dagster.__file__,
+    "medhelm_cli": medhelm_cli.__file__, "sys_path": sys.path,
     "meta_path": [repr(f) for f in sys.meta_path],
     "sql": sorted(p.name for p in r.SQL_DIR.glob("*.sql")),
     "files": {str(p): p.is_file() for p in (r.DEFAULT_SCHEMA_PATH, r.DEFAULT_DEPLOYMENTS_SETTINGS_PATH,
@@ -101,7 +102,7 @@ def test_wheel_install_runs_the_example_outside_the_checkout(tmp_path):
     env["PATH"] = f"{vbin}{os.pathsep}{env.get('PATH', '')}"
 
     probe = json.loads(_run([vpy, "-c", _PROBE], cwd=user, env=env))
-    assert _within(probe["medhelm_core"], venv) and _within(probe["assets"], venv), probe
+    assert all(_within(probe[p], venv) for p in ("medhelm_core", "medhelm_dagster", "medhelm_cli")), probe
     assert not any(Path(p).resolve() == ROOT for p in probe["sys_path"] if p), probe["sys_path"]
     assert not any("editable" in f.lower() for f in probe["meta_path"]), probe["meta_path"]
     assert probe["sql"] == sorted(p.name for p in (ROOT / "medhelm_core" / "resources" / "sql").glob("*.sql"))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from medhelm_core.conf.deployments import (Deployment, VENDOR_KEY_ENV, load_model_registry, parse_credentials,
+from medhelm_core.helm_config.deployments import (Deployment, VENDOR_KEY_ENV, load_model_registry, parse_credentials,
                                            resolve_api_key, vendor_key_env)
 from medhelm_core.errors import MedhelmError
 from medhelm_core.jury.judges import annotator_models_from_config

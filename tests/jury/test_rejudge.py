@@ -26,7 +26,7 @@ from scipy.stats import kendalltau
 from medhelm_core.published.cli import main as import_main
 from tests.mock_server import MockServer
 from tests.oracle import PUBLIC, SHARED
-from tests.parity import lay_out_inputs
+from tests.parity import add_mock_deployments, lay_out_inputs
 from tests.readme import code_blocks
 
 pytestmark = pytest.mark.skipif(not (PUBLIC / "benchmark_output").is_dir(), reason="golden files not available")
@@ -59,16 +59,7 @@ def laid_out(tmp_path_factory, server):
     root = tmp_path_factory.mktemp("rejudge")
     work = lay_out_inputs(PUBLIC / "inputs", root, server.base_url)
     env = work / "prod_env"
-    deployments = yaml.safe_load((env / "model_deployments.yaml").read_text())
-    metadata = yaml.safe_load((env / "model_metadata.yaml").read_text())
-    [base] = [d for d in deployments["model_deployments"] if d["name"] == "mockai/mock-judge"]
-    [meta] = [m for m in metadata["models"] if m["name"] == "mockai/mock-judge"]
-    deployments["model_deployments"].append(
-        {**base, "name": "mockai/mock-judge-2", "model_name": "mockai/mock-judge-2",
-         "client_spec": {**base["client_spec"], "args": {**base["client_spec"]["args"], "openai_model_name": "mock-judge-2"}}})
-    metadata["models"].append({**meta, "name": "mockai/mock-judge-2", "display_name": "Mock mock-judge-2"})
-    (env / "model_deployments.yaml").write_text(yaml.safe_dump(deployments, sort_keys=False))
-    (env / "model_metadata.yaml").write_text(yaml.safe_dump(metadata, sort_keys=False))
+    add_mock_deployments(env, "mockai/mock-judge", ["mockai/mock-judge-2"])
     jury = root / "mock_jury.yaml"   # HELM's judges.yaml form; no `name:`, so the jury is named after the file
     jury.write_text(yaml.safe_dump({"judges": [{"name": n, "model": d, "model_deployment": d}
                                                for n, d in NEW_JUDGES.items()]}, sort_keys=False))
@@ -316,7 +307,7 @@ def test_the_original_jury_again_reproduces_helms_annotations_and_stats(imported
 
 def test_problems_are_one_line_and_write_nothing(imported, laid_out, tmp_path, capsys):
     from medhelm_core.errors import MedhelmError
-    from medhelm_core.jury.rejudge import load_jury
+    from medhelm_core.run.rejudge import load_jury
 
     _, env, jury = laid_out
     named = tmp_path / "cheap.yaml"
@@ -344,7 +335,7 @@ def test_problems_are_one_line_and_write_nothing(imported, laid_out, tmp_path, c
 
 
 def test_an_import_without_completions_cannot_be_rejudged(laid_out, tmp_path, capsys):
-    from medhelm_core.jury.rejudge import plan_rejudge, load_jury
+    from medhelm_core.run.rejudge import plan_rejudge, load_jury
     from medhelm_core.errors import MedhelmError
     from medhelm_core.run.workspace import Workspace
 
@@ -357,12 +348,13 @@ def test_an_import_without_completions_cannot_be_rejudged(laid_out, tmp_path, ca
 
 # --------------------------------------------------------------------------- our own suite
 
-def test_our_own_suite_rejudged_is_a_suite_of_its_own(laid_out, server, tmp_path, monkeypatch):
-    """`medhelm-run` on one jury benchmark, then `rejudge_target` (what `medhelm-run --judges FILE` calls on a
-    suite whose completions are stored): run_entries and requests copied (the same completions), new verdicts
-    and jury scores; the suite's own rows the same; only judge calls; `medhelm-summarize` summarizes it."""
+def test_our_own_suite_rejudged_is_a_suite_of_its_own(laid_out, server, tmp_path, monkeypatch, capsys):
+    """`medhelm-run` on one jury benchmark, then `medhelm-run --judges FILE` on that suite, whose
+    completions are stored (`rejudge_target`): run_entries and requests copied (the same completions),
+    new verdicts and jury scores; the suite's own rows the same; only judge calls; `medhelm-summarize`
+    summarizes it."""
     from medhelm_cli import run_main, summarize_main
-    from medhelm_core.jury.rejudge import judged_by_another_jury, rejudge_target
+    from medhelm_core.run.rejudge import judged_by_another_jury
     from medhelm_core.run.workspace import Workspace
 
     _, env, jury = laid_out
@@ -372,21 +364,26 @@ def test_our_own_suite_rejudged_is_a_suite_of_its_own(laid_out, server, tmp_path
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     monkeypatch.setenv("MEDHELM_DATA_MIRROR", str(SHARED / "data" / "public"))
-    assert run_main(["--conf-paths", "jury.conf", "--suite", "mine", "--max-eval-instances", "5", "--num-threads", "2",
-                     "--output-path", "bo", "--local-path", str(env)]) == 0
+    args = ["--conf-paths", "jury.conf", "--suite", "mine", "--max-eval-instances", "5", "--num-threads", "2",
+            "--output-path", "bo", "--local-path", str(env)]
+    assert run_main(args) == 0
     with duckdb.connect("bo/medhelm.duckdb", read_only=True) as conn:
         before = original_tables(conn, "mine", ["mine"])
     server.reset()
-    lines: list[str] = []
     ws = Workspace(output_path="bo", local_path=env)
     # what medhelm-run --judges asks before it re-judges: the suite was judged by the default jury
     assert judged_by_another_jury(ws, "mine", str(jury)) and not judged_by_another_jury(ws, "mine", "stanford")
     assert not judged_by_another_jury(ws, "not-run", str(jury))
-    summary = rejudge_target(ws, "mine", str(jury), say=lines.append)
-    assert summary.new_target == "mine@mock_jury" and summary.runs == 2 and summary.report.new > 0
+    capsys.readouterr()
+    assert run_main(args + ["--judges", str(jury)]) == 0
+    lines = [line.removeprefix("medhelm-run: ") for line in capsys.readouterr().err.splitlines()
+             if line.startswith("medhelm-run: mine@mock_jury: ")]
     assert lines[0].startswith("mine@mock_jury: 2 run(s) to re-judge") and lines[1].startswith("mine@mock_jury: re-judged")
     stats = server.stats()
-    assert set(stats["by_model"]) == {"mock-judge", "mock-judge-2"} and stats["total_requests"] == summary.report.new
+    assert set(stats["by_model"]) == {"mock-judge", "mock-judge-2"} and stats["total_requests"] > 0
+    server.reset()
+    assert run_main(args + ["--judges", str(jury)]) == 0  # again: every judge answer is stored
+    assert server.stats()["total_requests"] == 0
     with duckdb.connect("bo/medhelm.duckdb", read_only=True) as conn:
         after = original_tables(conn, "mine", ["mine"])   # (the kept leaderboard tables are new: none of "mine")
         assert {k: after[k] for k in before} == before and all(after[k] == digest([]) for k in after.keys() - before.keys())

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from medhelm_core import hf_hub, tokenizers
-from medhelm_core.conf.deployments import load_model_registry
+from medhelm_core.helm_config.deployments import load_model_registry
 from medhelm_core.run.estimate import Estimate, EstimateRow, approximation_notice, format_estimate
 
 FEW_SECONDS = 5.0

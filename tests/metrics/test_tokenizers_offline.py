@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from medhelm_core import tokenizers
-from medhelm_core.conf.deployments import load_model_registry
+from medhelm_core.helm_config.deployments import load_model_registry
 from medhelm_core.tokenizers import HUGGINGFACE_TOKENIZER_CLASS, TIKTOKEN_TOKENIZERS, TokenizerUnavailable
 from medhelm_core.yamlio import safe_load
 from tests.oracle import SHARED
@@ -105,7 +105,7 @@ def test_an_absent_tiktoken_file_is_one_line_naming_it_its_url_and_the_cache(tmp
 
 LOAD = r'''
 import sys
-from medhelm_core.conf.deployments import load_model_registry
+from medhelm_core.helm_config.deployments import load_model_registry
 from medhelm_core.tokenizers import TokenizerError, get_tokenizer
 registry = load_model_registry(None)
 for name in sys.argv[1:]:

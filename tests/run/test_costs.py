@@ -137,7 +137,7 @@ def test_budget_stops_cleanly_and_a_rerun_finishes_without_asking_twice(tmp_path
 
 
 def test_estimate_counts_model_and_judge_calls_without_sending(tmp_path, monkeypatch):
-    from medhelm_core.conf.expand import expand_confs
+    from medhelm_core.helm_config.expand import expand_confs
     from medhelm_core.run.estimate import estimate_runs, format_estimate
     from medhelm_core.run.workspace import Workspace
 

@@ -22,8 +22,8 @@ import pytest
 from medhelm_cli import run_main
 from medhelm_core.store import Store
 from tests.mock_server import MockServer
-from tests.oracle import SYNTHETIC, load, run_dirs
-from tests.parity import assert_stats_equal, lay_out_inputs
+from tests.oracle import SYNTHETIC
+from tests.parity import assert_runs_equal_gold, lay_out_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLD = SYNTHETIC / "benchmark_output" / "runs"
@@ -40,22 +40,6 @@ def _lay_out(root: Path, server: MockServer, api_key: str = "sk-mock-not-a-secre
 def _args(suite: str, conf: str = "work/conf/private.conf", n: int = 50, threads: int = 4) -> list[str]:
     return ["--conf-paths", conf, "--suite", suite, "--max-eval-instances", str(n), "--num-threads", str(threads),
             "--output-path", "out", "--local-path", "work/prod_env"]
-
-
-def _assert_runs_equal_gold(out: Path, suite: str, gold_suite: str) -> int:
-    compared = 0
-    for gold in run_dirs(SYNTHETIC, gold_suite):
-        ours = out / "runs" / suite / gold.name
-        g_states, o_states = load(gold / "scenario_state.json"), load(ours / "scenario_state.json")
-        assert len(o_states["request_states"]) == len(g_states["request_states"])
-        for g, o in zip(g_states["request_states"], o_states["request_states"]):
-            assert o["request"] == g["request"]
-            assert o["result"]["completions"] == g["result"]["completions"]
-            assert o.get("annotations") == g.get("annotations")
-            compared += 1
-        for name in ("per_instance_stats.json", "stats.json"):
-            assert_stats_equal(load(gold / name), load(ours / name), per_instance=name.startswith("per"))
-    return compared
 
 
 def _completion_keys(out: Path) -> tuple[int, int, int]:
@@ -78,7 +62,7 @@ def test_flaky_endpoint_gives_helms_results_and_the_key_is_nowhere(tmp_path, mon
     finally:
         server.close()
     assert stats["injected_failures"] > 50 and {"429", "500"} <= set(stats["by_status"])
-    assert _assert_runs_equal_gold(tmp_path / "out", "oracle-private", "oracle-private") == 300
+    assert assert_runs_equal_gold(tmp_path / "out", "oracle-private", "oracle-private") == 300
     rows, distinct, claims = _completion_keys(tmp_path / "out")
     assert rows == distinct == stats["distinct_requests"] and claims == 0
 
@@ -183,7 +167,7 @@ def test_kill_9_then_rerun_repeats_only_what_was_in_flight(tmp_path, latency_ms,
         server.close()
 
     # The full result: every run equals HELM's golden output.
-    assert _assert_runs_equal_gold(tmp_path / "out", "killed", "oracle-private") == 300
+    assert assert_runs_equal_gold(tmp_path / "out", "killed", "oracle-private") == 300
     rows, distinct, claims = _completion_keys(tmp_path / "out")
     assert rows == distinct and claims == 0
     assert not list((tmp_path / "out").glob("medhelm.duckdb.journal/*")), "journal segments left behind"

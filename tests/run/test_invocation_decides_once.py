@@ -4,6 +4,8 @@ starts takes the plan's verdict. A rerun with nothing new decides from the plan 
 registering anything or starting a Dagster run."""
 from pathlib import Path
 
+import pytest
+
 from medhelm_cli import run_main
 from medhelm_core.run import entries as entry_layer
 from medhelm_core.run import suite as suite_layer
@@ -13,6 +15,22 @@ from tests.parity import lay_out_inputs
 
 ARGS = ["--conf-paths", "work/conf/private.conf", "--suite", "once", "--max-eval-instances", "3",
         "--output-path", "out", "--local-path", "work/prod_env"]
+
+
+@pytest.fixture
+def laid_out(tmp_path, monkeypatch):
+    """The golden synthetic inputs at tmp_path/work against a mock model server, in tmp_path (the working
+    directory) with tmp_path/dagster_home the Dagster home (set through the test's monkeypatch); yields
+    the server."""
+    server = MockServer()
+    try:
+        env = lay_out_inputs(SYNTHETIC / "inputs", tmp_path, server.base_url) / "prod_env"
+        (env / "credentials.conf").write_text('mockaiApiKey: "sk-mock-not-a-secret"\n')
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+        yield server
+    finally:
+        server.close()
 
 
 def _counting(monkeypatch, module, name: str) -> list:
@@ -33,34 +51,26 @@ def _dagster_runs(home: Path) -> int:
         return instance.get_runs_count()
 
 
-def test_one_expansion_and_one_up_to_date_decision_per_invocation(tmp_path, monkeypatch, capsys):
-    server = MockServer()
-    try:
-        env = lay_out_inputs(SYNTHETIC / "inputs", tmp_path, server.base_url) / "prod_env"
-        (env / "credentials.conf").write_text('mockaiApiKey: "sk-mock-not-a-secret"\n')
-        monkeypatch.chdir(tmp_path)
-        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
-        expansions = _counting(monkeypatch, entry_layer, "expand_selection")
-        decisions = _counting(monkeypatch, suite_layer, "up_to_date")
-        registered = _counting(monkeypatch, entry_layer, "register_runs")
+def test_one_expansion_and_one_up_to_date_decision_per_invocation(tmp_path, monkeypatch, laid_out, capsys):
+    expansions = _counting(monkeypatch, entry_layer, "expand_selection")
+    decisions = _counting(monkeypatch, suite_layer, "up_to_date")
+    registered = _counting(monkeypatch, entry_layer, "register_runs")
 
-        assert run_main(ARGS) == 0
-        runs = len(registered[0][2])
-        assert runs > 1
-        assert (len(expansions), len(decisions), len(registered)) == (1, 1, 1)
-        first_dagster_runs = _dagster_runs(tmp_path / "dagster_home")
-        assert "0 reused" in capsys.readouterr().err
+    assert run_main(ARGS) == 0
+    runs = len(registered[0][2])
+    assert runs > 1
+    assert (len(expansions), len(decisions), len(registered)) == (1, 1, 1)
+    first_dagster_runs = _dagster_runs(tmp_path / "dagster_home")
+    assert "0 reused" in capsys.readouterr().err
 
-        expansions.clear(), decisions.clear(), registered.clear()
-        assert run_main(ARGS) == 0
-        assert (len(expansions), len(decisions), len(registered)) == (1, 1, 0)
-        assert _dagster_runs(tmp_path / "dagster_home") == first_dagster_runs
-        assert f"{runs} runs: {runs} reused, 0 new calls" in capsys.readouterr().err
-    finally:
-        server.close()
+    expansions.clear(), decisions.clear(), registered.clear()
+    assert run_main(ARGS) == 0
+    assert (len(expansions), len(decisions), len(registered)) == (1, 1, 0)
+    assert _dagster_runs(tmp_path / "dagster_home") == first_dagster_runs
+    assert f"{runs} runs: {runs} reused, 0 new calls" in capsys.readouterr().err
 
 
-def test_the_runs_build_their_datasets_and_the_dagster_job_records_those_builds(tmp_path, monkeypatch):
+def test_the_runs_build_their_datasets_and_the_dagster_job_records_those_builds(tmp_path, monkeypatch, laid_out):
     """medhelm-run starts its runs before the Dagster jobs that record the suite and its datasets:
     the first run of a dataset builds it (once) unless the dataset job got there first, and that
     job reports each build as its own."""
@@ -70,30 +80,22 @@ def test_the_runs_build_their_datasets_and_the_dagster_job_records_those_builds(
 
     from medhelm_core.run import datasets as dataset_layer
 
-    server = MockServer()
-    try:
-        env = lay_out_inputs(SYNTHETIC / "inputs", tmp_path, server.base_url) / "prod_env"
-        (env / "credentials.conf").write_text('mockaiApiKey: "sk-mock-not-a-secret"\n')
-        monkeypatch.chdir(tmp_path)
-        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
-        builds, callers, caller = [], [], threading.local()
-        real_build, real_asked = dataset_layer._build_dataset, dataset_layer.build_dataset
+    builds, callers, caller = [], [], threading.local()
+    real_build, real_asked = dataset_layer._build_dataset, dataset_layer.build_dataset
 
-        def counted(ws, key):
-            info = real_build(ws, key)
-            builds.append((key, info["built"], caller.who))
-            return info
+    def counted(ws, key):
+        info = real_build(ws, key)
+        builds.append((key, info["built"], caller.who))
+        return info
 
-        def asked(ws, key, for_run=False):
-            caller.who = "run" if for_run else "dagster job"
-            callers.append(caller.who)
-            return real_asked(ws, key, for_run=for_run)
+    def asked(ws, key, for_run=False):
+        caller.who = "run" if for_run else "dagster job"
+        callers.append(caller.who)
+        return real_asked(ws, key, for_run=for_run)
 
-        monkeypatch.setattr(dataset_layer, "_build_dataset", counted)
-        monkeypatch.setattr(dataset_layer, "build_dataset", asked)
-        assert run_main(ARGS) == 0
-    finally:
-        server.close()
+    monkeypatch.setattr(dataset_layer, "_build_dataset", counted)
+    monkeypatch.setattr(dataset_layer, "build_dataset", asked)
+    assert run_main(ARGS) == 0
     built = [key for key, did, _ in builds if did]
     assert built and len(built) == len(set(built))  # each dataset built once ...
     # ... the first by a run, before the Dagster job (which builds those no started run reached yet)

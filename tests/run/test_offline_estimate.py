@@ -87,7 +87,7 @@ def test_with_the_data_mirrored_the_estimate_counts_the_real_prompts_close_to_th
 def test_the_recorded_sizes_are_what_the_data_measures(monkeypatch, tmp_path):
     """Every size.yaml record of a public benchmark whose data is in ../shared/data/public, measured again
     (scripts/record_benchmark_sizes.py wrote them)."""
-    from medhelm_core.conf.expand import expand_confs
+    from medhelm_core.helm_config.expand import expand_confs
     from medhelm_core.run.workspace import Workspace
 
     monkeypatch.setenv("MEDHELM_DATA_MIRROR", str(MIRROR))

@@ -15,8 +15,7 @@ from medhelm_core.run.workspace import Workspace
 from medhelm_core.selections import RunSelection
 from tests.mock_server import MockServer
 from tests.oracle import SYNTHETIC
-from tests.parity import lay_out_inputs
-from tests.run.test_engine_cli import _assert_runs_equal_gold
+from tests.parity import assert_runs_equal_gold, lay_out_inputs
 
 LIMIT = 2
 SETTINGS = f"""deployments:
@@ -90,7 +89,7 @@ def test_runs_overlap_share_each_deployments_limit_and_give_helms_results(tmp_pa
     assert judge[0] < max(a[1], b[1]) - 0.5
     # Each request was asked once, and the numbers and files are HELM's, whatever the order.
     assert len({(name, p) for name, *_, p in log}) == len(log)
-    assert _assert_runs_equal_gold(tmp_path / "out", "oracle-private", "oracle-private") == 300
+    assert assert_runs_equal_gold(tmp_path / "out", "oracle-private", "oracle-private") == 300
     cost = sum(o.cost_usd for o in outcomes)
     assert suite.summary_line(outcomes) == f"6 runs: 0 reused, {len(log)} new calls, ${cost:,.2f}"
 
@@ -108,7 +107,7 @@ def test_runs_overlap_share_each_deployments_limit_and_give_helms_results(tmp_pa
     third = {o.run: o for o in suite.run_suite(ws, runs)}
     assert [r for r, o in third.items() if not o.reused] == [victim]
     assert third[victim].new_calls == 0 and log == []
-    assert _assert_runs_equal_gold(tmp_path / "out", "oracle-private", "oracle-private") == 300
+    assert assert_runs_equal_gold(tmp_path / "out", "oracle-private", "oracle-private") == 300
 
 
 def test_budget_stops_the_concurrent_runs_and_a_rerun_resumes(tmp_path, server, monkeypatch):
@@ -125,7 +124,7 @@ def test_budget_stops_the_concurrent_runs_and_a_rerun_resumes(tmp_path, server, 
     log.clear()
     assert all(o.ok for o in suite.run_suite(ws, runs))
     assert len({(name, p) for name, *_, p in log}) == len(log)
-    assert _assert_runs_equal_gold(tmp_path / "out", "oracle-private", "oracle-private") == 300
+    assert assert_runs_equal_gold(tmp_path / "out", "oracle-private", "oracle-private") == 300
     with ws.store.connect() as conn:
         total = conn.execute("SELECT count(*) FROM completions").fetchone()[0]
     assert total == paid + len(log)
@@ -142,4 +141,4 @@ def test_runs_asking_the_same_requests_at_once_ask_each_once(tmp_path, server, m
     assert len({(name, p) for name, *_, p in log}) == len(log)
     assert sum(o.new_calls for o in outcomes) == len(log)
     for name in ("first", "second"):
-        assert _assert_runs_equal_gold(tmp_path / "out", name, "oracle-private") == 300
+        assert assert_runs_equal_gold(tmp_path / "out", name, "oracle-private") == 300

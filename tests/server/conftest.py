@@ -1,5 +1,6 @@
 """The example suite, built once for every test of the page (test_server.py, test_hostile_page.py,
-test_clinician_page.py), and a copy of it summarized with schema_medhelm.yaml."""
+test_clinician_page.py, test_jury_page.py), a copy of it summarized with schema_medhelm.yaml, and the
+headless browser (`browser`) and screenshot folder (`shots`) of the page tests."""
 from __future__ import annotations
 
 import os
@@ -9,8 +10,25 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import chromium
+
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = "medhelm-example"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium (tests/browser.py), one a test module."""
+    with chromium() as driver:
+        yield driver
+
+
+@pytest.fixture
+def shots(tmp_path):
+    """Where screenshots go: $MEDHELM_SCREENSHOT_DIR if set, else pytest's tmp directory."""
+    d = Path(os.environ.get("MEDHELM_SCREENSHOT_DIR") or tmp_path)
+    d.mkdir(parents=True, exist_ok=True)
+    return d
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ Screenshots go to $MEDHELM_SCREENSHOT_DIR if set, else to pytest's tmp directory
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ import pytest
 
 from medhelm_core.server.data import Reader
 from medhelm_core.summarize.format import page_number
-from tests.browser import chromium
+from tests.server.page import Served, js, open_page
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = "medhelm-example"
@@ -30,32 +29,6 @@ NUMBER = re.compile(r"^-?\d+\.\d{3}$")
 
 
 # --------------------------------------------------------------------------- fixtures and helpers
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as driver:
-        yield driver
-
-
-@pytest.fixture
-def shots(tmp_path):
-    d = Path(os.environ.get("MEDHELM_SCREENSHOT_DIR") or tmp_path)
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-class Served:
-    def __init__(self, output_path: Path, **kw):
-        from medhelm_core.server.app import serve_in_thread
-
-        self.reader = Reader(output_path, **kw)
-        self.server, _ = serve_in_thread(self.reader, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
 
 @pytest.fixture(scope="module")
 def suite_page(example):
@@ -90,25 +63,6 @@ def published(tmp_path_factory):
     s.schema = json.loads((oracle / "releases" / "oracle" / "schema.json").read_text())
     yield s
     s.close()
-
-
-def open_page(driver, url: str, expect: str | None = None, timeout: float = 20.0) -> None:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    driver.get("about:blank")
-    driver.get(url)
-
-    def ready(d):
-        v = d.execute_script("return document.body.dataset.ready || ''")
-        return v if v and (expect is None or v in (expect, "error")) else False
-
-    state = WebDriverWait(driver, timeout).until(ready)
-    if state == "error":
-        raise AssertionError("page error: " + driver.find_element("id", "error").text)
-
-
-def js(driver, script: str, *args):
-    return driver.execute_script(script, *args)
 
 
 def tables_on_page(driver) -> list[dict]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import csv
 import http.client
 import json
-import os
 import shutil
 from pathlib import Path
 from urllib.parse import quote
@@ -27,7 +26,7 @@ import duckdb
 import pytest
 
 from medhelm_core.server.data import REDACTED, DataError, Reader
-from tests.browser import chromium
+from tests.server.page import Served, browser_errors, js, open_page
 from tests.oracle import PUBLIC
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,33 +43,6 @@ JURY_CLASS = "helm.benchmark.metrics.llm_jury_metrics.LLMJuryMetric"
 
 
 # --------------------------------------------------------------------------- fixtures and helpers
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as driver:
-        yield driver
-
-
-@pytest.fixture
-def shots(tmp_path):
-    d = Path(os.environ.get("MEDHELM_SCREENSHOT_DIR") or tmp_path)
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-class Served:
-    def __init__(self, output_path: Path, **kw):
-        from medhelm_core.server.app import serve_in_thread
-
-        self.reader = Reader(output_path, **kw)
-        self.server, _ = serve_in_thread(self.reader, "127.0.0.1", 0)
-        self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
 
 def api(reader: Reader, endpoint: str, params: dict | None = None, redact: bool = False):
     from medhelm_core.server.app import api_answer
@@ -174,33 +146,6 @@ def nojury(example, tmp_path_factory):
     finally:
         mp.undo()
     return copy
-
-
-def open_page(driver, url: str, expect: str | None = None, timeout: float = 20.0) -> None:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    driver.get("about:blank")
-    driver.get(url)
-
-    def ready(d):
-        v = d.execute_script("return document.body.dataset.ready || ''")
-        return v if v and (expect is None or v in (expect, "error")) else False
-
-    state = WebDriverWait(driver, timeout).until(ready)
-    if state == "error":
-        raise AssertionError("page error: " + driver.find_element("id", "error").text)
-
-
-def js(driver, script: str, *args):
-    return driver.execute_script(script, *args)
-
-
-def severe_errors(driver) -> list[str]:
-    try:
-        logs = driver.get_log("browser")
-    except Exception:  # noqa: BLE001 - not every driver keeps logs
-        return []
-    return [e["message"] for e in logs if e.get("level") == "SEVERE" and "favicon" not in e["message"]]
 
 
 def request(port: int, path: str, host: str) -> tuple[int, str]:
@@ -469,7 +414,7 @@ def test_judges_page_in_browser(public, public_page, browser, shots):
                public["hostile_id"])
     assert cell == {"text": HOSTILE, "score": cell["score"], "imgs": 0, "scripts": 0, "injected": False,
                     "pwned": None, "judges": JUDGES}
-    assert not severe_errors(browser)   # not even a request for the img's src
+    assert not browser_errors(browser)   # not even a request for the img's src
     browser.save_screenshot(str(shots / "jury_verdicts_hostile.png"))
     # beside the clinicians: only the rated instances, each with its mean and ratings in file order
     js(browser, "const s = document.getElementById('verdict-search'); s.value = ''; s.dispatchEvent(new Event('input'));")

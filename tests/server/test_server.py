@@ -9,7 +9,6 @@ $MEDHELM_SCREENSHOT_DIR if set, else to pytest's tmp directory.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from pathlib import Path
@@ -18,8 +17,8 @@ import duckdb
 import pytest
 
 from medhelm_core.server.data import REDACTED, Reader
-from tests.browser import chromium
 from medhelm_core.summarize.format import helm_number, page_number
+from tests.server.page import Served, browser_errors, js
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = "medhelm-example"   # the release medhelm_schema_copy (conftest.py) summarizes
@@ -27,33 +26,8 @@ RELEASE = "medhelm-example"   # the release medhelm_schema_copy (conftest.py) su
 
 # --------------------------------------------------------------------------- fixtures
 # `example` (the example suite run and summarized) and `medhelm_schema_copy` (it summarized as a release
-# with schema_medhelm.yaml) are in conftest.py, shared with test_hostile_page.py and test_clinician_page.py
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as driver:
-        yield driver
-
-
-@pytest.fixture
-def shots(tmp_path):
-    d = Path(os.environ.get("MEDHELM_SCREENSHOT_DIR") or tmp_path)
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-class Served:
-    def __init__(self, output_path: Path, **kw):
-        from medhelm_core.server.app import serve_in_thread
-
-        self.reader = Reader(output_path, **kw)
-        self.server, _ = serve_in_thread(self.reader, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
+# with schema_medhelm.yaml) are in conftest.py, shared with test_hostile_page.py and test_clinician_page.py,
+# and so are `browser` and `shots`; Served, js and browser_errors (and the other pages' open_page) are in page.py
 
 @pytest.fixture
 def served(example):
@@ -84,10 +58,6 @@ def wait_ready(driver, expect: str | None = None, timeout: float = 20.0) -> str:
     return state
 
 
-def js(driver, script: str, *args):
-    return driver.execute_script(script, *args)
-
-
 def table_grid(driver, index: int) -> dict:
     """The index-th leaderboard table on the page (transposed): model names in display order and,
     per header row, the cell texts (first line only: the value)."""
@@ -99,14 +69,6 @@ def table_grid(driver, index: int) -> dict:
             cells: [...tr.querySelectorAll('td.cell')].map(td => td.childNodes[0].textContent.trim())}));
         return {title: t.dataset.title, models, rows};
     """, index)
-
-
-def browser_errors(driver) -> list[str]:
-    try:
-        logs = driver.get_log("browser")
-    except Exception:  # noqa: BLE001 - not every driver keeps logs
-        return []
-    return [e["message"] for e in logs if e.get("level") == "SEVERE" and "favicon" not in e["message"]]
 
 
 def group_json(out: Path, group: str) -> list[dict]:

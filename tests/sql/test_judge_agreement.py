@@ -24,7 +24,7 @@ from medhelm_core.published.cli import main as import_main
 from tests.agreement_reference import (DIMENSIONS, METRICS, ratings_by_item, reference_interval, reference_pairs,
                                        check_agreement, synthetic_ratings, write_ratings_csv)
 from tests.oracle import PUBLIC, SHARED
-from tests.parity import lay_out_inputs
+from tests.parity import in_public_workdir, lay_out_inputs, write_mock_conf
 from tests.readme import code_blocks
 
 pytestmark = pytest.mark.skipif(not (PUBLIC / "inputs").is_dir(), reason="golden files not available")
@@ -88,18 +88,10 @@ def suite(tmp_path_factory, mock_server):
     none), analytics_settings B = 200 and seed 7, summarized; returns what the checks need."""
     root = tmp_path_factory.mktemp("agreement")
     work = lay_out_inputs(PUBLIC / "inputs", root, mock_server.base_url)
-    (work / "conf" / "agreement.conf").write_text("entries: [\n" + "".join(
-        f'  {{description: "{b}:model=mockai/mock-gpt-{m},model_deployment=mockai/mock-gpt-{m}", priority: 1}},\n'
-        for b in ("medication_qa", "medi_qa") for m in ("a", "b")) + "]\n")
-    mp = pytest.MonkeyPatch()
-    mp.chdir(root)
-    mp.setenv("DAGSTER_HOME", str(root / "dagster_home"))
-    mp.setenv("MEDHELM_DATA_MIRROR", str(SHARED / "data" / "public"))
-    try:
+    write_mock_conf(work / "conf" / "agreement.conf", ("medication_qa", "medi_qa"), ("a", "b"))
+    with in_public_workdir(root):
         assert run_main(["--conf-paths", "work/conf/agreement.conf", "--suite", SUITE, "--max-eval-instances", "15",
                          "--num-threads", "4", "--output-path", "benchmark_output", "--local-path", "work/prod_env"]) == 0
-    finally:
-        mp.undo()
     out = root / "benchmark_output"
     with duckdb.connect(str(out / "medhelm.duckdb")) as conn:
         judges = judges_of(conn)

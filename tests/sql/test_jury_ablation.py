@@ -19,11 +19,9 @@ import random
 import shutil
 import statistics
 import warnings
-from pathlib import Path
 
 import duckdb
 import pytest
-import yaml
 from scipy.stats import kendalltau
 
 from medhelm_cli import run_main, summarize_main
@@ -32,7 +30,7 @@ from medhelm_core.published.cli import main as import_main
 from medhelm_core.published.leaderboard import rebuild_target
 from medhelm_core.summarize.sql_models import create_input_tables, run_sql_models, sql_model_files
 from tests.oracle import PUBLIC, SHARED
-from tests.parity import lay_out_inputs
+from tests.parity import add_mock_deployments, in_public_workdir, lay_out_inputs, write_mock_conf
 from tests.readme import code_blocks
 
 pytestmark = pytest.mark.skipif(not (PUBLIC / "benchmark_output").is_dir(), reason="golden files not available")
@@ -199,33 +197,13 @@ def own_suite(tmp_path_factory, mock_server):
     the three default judges."""
     root = tmp_path_factory.mktemp("jury-ablation")
     work = lay_out_inputs(PUBLIC / "inputs", root, mock_server.base_url)
-    env = work / "prod_env"
-    deployments = yaml.safe_load((env / "model_deployments.yaml").read_text())
-    metadata = yaml.safe_load((env / "model_metadata.yaml").read_text())
-    [base] = [d for d in deployments["model_deployments"] if d["name"] == "mockai/mock-gpt-a"]
-    [meta] = [m for m in metadata["models"] if m["name"] == "mockai/mock-gpt-a"]
-    for m in MODELS[2:]:
-        deployments["model_deployments"].append(
-            {**base, "name": f"mockai/mock-gpt-{m}", "model_name": f"mockai/mock-gpt-{m}",
-             "client_spec": {**base["client_spec"], "args": {**base["client_spec"]["args"],
-                                                             "openai_model_name": f"mock-gpt-{m}"}}})
-        metadata["models"].append({**meta, "name": f"mockai/mock-gpt-{m}", "display_name": f"Mock mock-gpt-{m}"})
-    (env / "model_deployments.yaml").write_text(yaml.safe_dump(deployments, sort_keys=False))
-    (env / "model_metadata.yaml").write_text(yaml.safe_dump(metadata, sort_keys=False))
-    (work / "conf" / "jury.conf").write_text("entries: [\n" + "".join(
-        f'  {{description: "{b}:model=mockai/mock-gpt-{m},model_deployment=mockai/mock-gpt-{m}", priority: 1}},\n'
-        for b in ("medication_qa", "medi_qa") for m in MODELS) + "]\n")
-    mp = pytest.MonkeyPatch()
-    mp.chdir(root)
-    mp.setenv("DAGSTER_HOME", str(root / "dagster_home"))
-    mp.setenv("MEDHELM_DATA_MIRROR", str(SHARED / "data" / "public"))
-    try:
+    add_mock_deployments(work / "prod_env", "mockai/mock-gpt-a", [f"mockai/mock-gpt-{m}" for m in MODELS[2:]])
+    write_mock_conf(work / "conf" / "jury.conf", ("medication_qa", "medi_qa"), MODELS)
+    with in_public_workdir(root):
         assert run_main(["--conf-paths", "work/conf/jury.conf", "--suite", OWN_SUITE, "--max-eval-instances", "10",
                          "--num-threads", "4", "--output-path", "benchmark_output", "--local-path", "work/prod_env"]) == 0
         assert summarize_main(["--suite", OWN_SUITE, "--output-path", "benchmark_output",
                                "--schema-path", str(SHARED / "helm" / "schema_medhelm.yaml")]) == 0
-    finally:
-        mp.undo()
     return root / "benchmark_output" / "medhelm.duckdb"
 
 

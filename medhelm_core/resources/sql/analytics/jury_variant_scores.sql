@@ -26,7 +26,7 @@ juries AS (   -- (each ->> in parentheses: DuckDB binds AND tighter than ->>)
            (s.spec ->> '$.args.scenario_name') AS benchmark, (s.spec ->> '$.args.metric_name') AS metric,
            json_keys(s.spec -> '$.args.annotator_models') AS judges,
            coalesce(TRY_CAST((s.spec ->> '$.args.default_score') AS DOUBLE), 0.0) AS default_score,
-           -- the editions' jury_score_type (medhelm_core/resources/conf/editions/): float only in medhelm-0.8.0
+           -- the editions' jury_score_type (medhelm_core/resources/settings/editions/): float only in medhelm-0.8.0
            coalesce(any_value(r.edition), 'helm-0.5.16') = 'medhelm-0.8.0' AS float_scores
     FROM specs s
     LEFT JOIN runs r ON r.suite = s.suite AND r.run_name = s.run_name

@@ -283,7 +283,7 @@ def _check_names(ws, plan: RejudgePlan) -> None:
 def _check_judges(ws, plan: RejudgePlan) -> None:
     """Every judge callable (defined, a key where it needs one, a price under --budget), before any
     request state is read or anything is paid."""
-    from medhelm_core.conf.deployments import load_credentials
+    from medhelm_core.helm_config.deployments import load_credentials
     from medhelm_core.run.preflight import VENDOR_KEY_MISSING, _judge_deployment_problem
 
     credentials = load_credentials(ws.local_path)
@@ -323,20 +323,10 @@ def estimate_rejudge(ws, plan: RejudgePlan):
     nothing to pay) and a row per judge deployment (prompt tokens by the judge's tokenizer, output
     at most the judge request's max_tokens; answers already stored, and a question asked again, count
     as reused). Sends nothing."""
-    from medhelm_core.run.estimate import Estimate, EstimateRow, _stored_results, _tokenizer
-    from medhelm_core.tokenizers import is_approximate
+    from medhelm_core.run.estimate import Estimate, EstimateRow, _stored_results, token_counter
 
     est = Estimate()
-    counters: dict[str, Any] = {}
-
-    def count(deployment: str, text: str) -> int:
-        if deployment not in counters:
-            tokenizer = _tokenizer(ws, deployment)
-            counters[deployment] = tokenizer.count
-            if is_approximate(tokenizer):
-                est.approximated[deployment] = tokenizer.name
-                est.approximation_reasons.setdefault(tokenizer.name, tokenizer)
-        return counters[deployment](text)
+    count = token_counter(ws, est)
 
     stored = _stored_results(ws, list(dict.fromkeys(j.key for j in plan.jobs)))
     asked: set[str] = set(stored)   # a question asked twice (the same answer judged twice) is paid once

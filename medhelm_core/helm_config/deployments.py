@@ -55,14 +55,14 @@ from typing import Any, Mapping, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from medhelm_core.conf.run_entries import parse_hocon
+from medhelm_core.helm_config.run_entries import parse_hocon
 from medhelm_core.errors import MedhelmError, validation_message
-from medhelm_core.resources import HELM_CONFIG_DIR
+from medhelm_core.resources import HELM_REGISTRY_DIR
 from medhelm_core.yamlio import safe_load
 
 log = logging.getLogger(__name__)
 
-BUILTIN_CONFIG_DIR = HELM_CONFIG_DIR
+BUILTIN_CONFIG_DIR = HELM_REGISTRY_DIR
 MODEL_METADATA_FILE = "model_metadata.yaml"
 TOKENIZER_CONFIGS_FILE = "tokenizer_configs.yaml"
 MODEL_DEPLOYMENTS_FILE = "model_deployments.yaml"

@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from medhelm_core.conf.matrix import load_matrix
-from medhelm_core.conf.run_entries import RunEntry, parse_hocon, run_entries_from_hocon
+from medhelm_core.helm_config.matrix import load_matrix
+from medhelm_core.helm_config.run_entries import RunEntry, parse_hocon, run_entries_from_hocon
 from medhelm_core.errors import MedhelmError
 
 

@@ -38,7 +38,7 @@ exists and serves that model; then the model-metadata-tag changes. All of HELM's
 LLaVA, OpenFlamingo, BUGGY_TEMP_0 (temperature 0 -> 1e-4), google/medlm-large -> stop=none).
 For the MedHELM models only ANTHROPIC_CLAUDE_3_MODEL_TAG matters (claude-3-5/3-7 sonnet): their
 multiple-choice run specs (stop sequence "\n") get `stop_sequences=[]`. The tags come from the
-built-in `medhelm_core/conf/model_metadata.yaml` (HELM's metadata for the models of the MedHELM
+built-in `medhelm_core/resources/helm_registry/model_metadata.yaml` (HELM's metadata for the models of the MedHELM
 confs) and the user's `model_metadata.yaml`; an unknown model gets HELM's placeholder tags, which
 trigger none of these.
 
@@ -55,10 +55,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 from medhelm_core.catalog import default_catalog
-from medhelm_core.conf.deployments import DEFAULT_LOCAL_PATH, ModelRegistry, load_model_registry
-from medhelm_core.conf.description import parse_description, split_expander_args
-from medhelm_core.conf.entry_files import read_run_entries
-from medhelm_core.conf.run_entries import RunEntry
+from medhelm_core.helm_config.deployments import DEFAULT_LOCAL_PATH, ModelRegistry, load_model_registry
+from medhelm_core.helm_config.description import parse_description, split_expander_args
+from medhelm_core.helm_config.entry_files import read_run_entries
+from medhelm_core.helm_config.run_entries import RunEntry
 from medhelm_core.errors import MedhelmError
 
 RunSpecDict = dict[str, Any]

@@ -18,7 +18,7 @@ from typing import Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from medhelm_core.conf.run_entries import RunEntry
+from medhelm_core.helm_config.run_entries import RunEntry
 from medhelm_core.errors import MedhelmError
 from medhelm_core.yamlio import safe_load
 
