@@ -73,7 +73,7 @@ def prepare(data_dir: Path, models: int, instances: int) -> str:
 
 def run_one(args: list[str]) -> tuple[float, float, float, str]:
     """(wall seconds incl. process start, peak RSS GB, CPU seconds, stdout) of one medhelm-import process."""
-    cmd = [sys.executable, "-m", "medhelm_core.published.cli", *args, "-q"]
+    cmd = [sys.executable, "-m", "medhelm_cli.imports", *args, "-q"]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.time()
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=err, text=True)

@@ -39,7 +39,7 @@ from bench.bench_rebuild import prepare, suite_arguments  # noqa: E402
 
 def run_import(python: Path, args: list[str]) -> tuple[float, float, str]:
     """(wall s, peak RSS GB, last stdout line) of one medhelm-import process."""
-    cmd = [str(python), "-m", "medhelm_core.published.cli", *args, "-q"]
+    cmd = [str(python), "-m", "medhelm_cli.imports", *args, "-q"]
     env = {k: v for k, v in os.environ.items() if k != "MEDHELM_STORAGE"}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.time()

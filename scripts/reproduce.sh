@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
 done
 if [ -x .venv/bin/medhelm-import ]; then IMPORT=.venv/bin/medhelm-import
 elif command -v medhelm-import >/dev/null 2>&1; then IMPORT=medhelm-import
-else IMPORT="${PYTHON:-python3} -m medhelm_core.published.cli"; fi
+else IMPORT="${PYTHON:-python3} -m medhelm_cli.imports"; fi
 if [ -n "$SUITE" ]; then TARGET=(--suite "$SUITE"); else TARGET=(--release "$RELEASE"); fi
 $IMPORT --source "$SOURCE" "${TARGET[@]}" --output-path "$OUT" --offline-hint "bash scripts/reproduce.sh" \
   ${EXTRA[@]+"${EXTRA[@]}"}

@@ -99,7 +99,7 @@ def test_medhelm_import_into_a_ducklake_rebuilds_every_cell_as_into_a_file(lake,
     env = {k: v for k, v in os.environ.items() if k != "MEDHELM_STORAGE"}
 
     def imported(python: Path, *extra: str) -> list[str]:
-        r = subprocess.run([str(python), "-m", "medhelm_core.published.cli", *src, "-q", *extra], cwd=ROOT,
+        r = subprocess.run([str(python), "-m", "medhelm_cli.imports", *src, "-q", *extra], cwd=ROOT,
                            capture_output=True, text=True, timeout=600, env=env)
         assert r.returncode == 0, r.stderr[-3000:]
         return [ln for ln in r.stdout.splitlines() if ln.strip()]
@@ -129,7 +129,7 @@ def test_medhelm_import_into_a_ducklake_rebuilds_every_cell_as_into_a_file(lake,
     # the page's export, read from the lake and from the file: the same data, file for file
     for python, where, extra in ((LAKE_PY, "lake_site", ["-o", str(tmp_path / "out"), "--storage", url]),
                                  (ROOT / ".venv" / "bin" / "python", "file_site", ["-o", str(tmp_path / "file")])):
-        r = subprocess.run([str(python), "-m", "medhelm_core.server.cli", "export", "--suite", "public-n50", *extra,
+        r = subprocess.run([str(python), "-m", "medhelm_cli.serve", "export", "--suite", "public-n50", *extra,
                             "--out", str(tmp_path / where)], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
         assert r.returncode == 0, r.stderr[-3000:]
     lake_files = sorted(p.relative_to(tmp_path / "lake_site") for p in (tmp_path / "lake_site" / "data").iterdir())
@@ -339,7 +339,7 @@ def test_completions_imported_into_a_ducklake_are_those_of_a_file(lake, tmp_path
     env = {k: v for k, v in os.environ.items() if k != "MEDHELM_STORAGE"}
     for python, extra in ((LAKE_PY, ["-o", str(tmp_path / "out"), "--storage", url]),
                           (ROOT / ".venv" / "bin" / "python", ["-o", str(tmp_path / "file")])):
-        r = subprocess.run([str(python), "-m", "medhelm_core.published.cli", *src, *extra], cwd=ROOT,
+        r = subprocess.run([str(python), "-m", "medhelm_cli.imports", *src, *extra], cwd=ROOT,
                            capture_output=True, text=True, timeout=600, env=env)
         assert r.returncode == 0, r.stderr[-3000:]
     sql = ("SELECT (SELECT count(*) FROM published_request_states), (SELECT count(*) FROM published_annotation_entries), "

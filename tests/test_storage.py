@@ -74,8 +74,8 @@ def test_run_summarize_serve_and_import_use_the_storage_and_not_the_output_path(
     into another file. HELM's files stay under the output path; no medhelm.duckdb appears there."""
     from medhelm_cli import run_main, summarize_main
     from medhelm_core import demo_server
-    from medhelm_core.published.cli import main as import_main
-    from medhelm_core.server.cli import export_main
+    from medhelm_cli.imports import main as import_main
+    from medhelm_cli.serve import export_main
 
     monkeypatch.delenv(ENV, raising=False)
     server = demo_server.serve(0)

@@ -44,7 +44,7 @@ def test_switches_aliases_and_command_line_defaults():
 
 def test_the_import_resource_is_the_import_selection(monkeypatch):
     from medhelm_dagster.published import PublishedResource
-    from medhelm_core.published.cli import build_parser
+    from medhelm_cli.imports import build_parser
     from medhelm_core.selections import ImportSelection
 
     assert PublishedResource.model_fields.keys() == ImportSelection.model_fields.keys()

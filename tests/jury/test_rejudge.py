@@ -23,7 +23,7 @@ import pytest
 import yaml
 from scipy.stats import kendalltau
 
-from medhelm_core.published.cli import main as import_main
+from medhelm_cli.imports import main as import_main
 from tests.mock_server import MockServer
 from tests.oracle import PUBLIC, SHARED
 from tests.parity import add_mock_deployments, lay_out_inputs

@@ -61,7 +61,7 @@ def gcs():
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "medhelm_core.published.cli", *args], cwd=ROOT, env=full_env,
+    return subprocess.run([sys.executable, "-m", "medhelm_cli.imports", *args], cwd=ROOT, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -256,7 +256,7 @@ def test_offline_gcs_fails_fast_with_one_line(tmp_path):
         cases.append([])          # really offline: the real bucket address must fail fast too
     for extra in cases:
         start = time.time()
-        r = subprocess.run([sys.executable, "-m", "medhelm_core.published.cli", "--source",
+        r = subprocess.run([sys.executable, "-m", "medhelm_cli.imports", "--source",
                             "gs://crfm-helm-public/medhelm/benchmark_output", "--release", "v2.0.0",
                             "-o", str(tmp_path), *extra], cwd=ROOT, env=env, capture_output=True, text=True,
                            timeout=60)
@@ -437,7 +437,7 @@ def test_a_suite_never_summarized_upstream_says_there_is_nothing_to_compare(tmp_
     instead of counting every rebuilt cell as a difference."""
     import shutil
 
-    from medhelm_core.published.cli import main as import_main
+    from medhelm_cli.imports import main as import_main
 
     src = tmp_path / "src"
     shutil.copytree(PUBLIC / "benchmark_output" / "runs" / "public-n50", src / "runs" / "public-n50",

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from medhelm_core.published.cli import main as import_main
+from medhelm_cli.imports import main as import_main
 from medhelm_core.published.metric_history import drift_causes, metric_changes, parse_date
 from tests.oracle import PUBLIC
 

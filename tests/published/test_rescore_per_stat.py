@@ -55,7 +55,7 @@ def gpu_published_run(root: Path) -> Path:
 def _rescore(tmp_path: Path, hf_home: Path) -> subprocess.CompletedProcess:
     source = gpu_published_run(tmp_path / "published")
     env = {"HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "medhelm_core.published.cli", "--source", str(source), "--suite", "gpu",
+    return subprocess.run([sys.executable, "-m", "medhelm_cli.imports", "--source", str(source), "--suite", "gpu",
                         "--with-completions", "--rescore", "-o", str(tmp_path / "out"),
                         "--local-path", str(tmp_path / "no_prod_env")],
                           cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=600)

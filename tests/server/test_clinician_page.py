@@ -48,8 +48,8 @@ def medhelm_page(medhelm_schema_copy):
 def published(tmp_path_factory):
     """The synthetic published release (tests/oracle's), imported with its completions: run names with
     arguments (clear:condition=…), published values beside ours."""
-    pytest.importorskip("medhelm_core.published.cli")
-    from medhelm_core.published.cli import main as import_main
+    pytest.importorskip("medhelm_cli.imports")
+    from medhelm_cli.imports import main as import_main
 
     from tests.oracle import SHARED
 
@@ -345,7 +345,7 @@ def test_published_release_for_a_clinician(published, browser, shots):
 # --------------------------------------------------------------------------- the shareable copy
 
 def test_the_export_reads_as_the_page(example, browser, shots, tmp_path):
-    from medhelm_core.server.cli import export_main
+    from medhelm_cli.serve import export_main
 
     out, _ = example
     dest = tmp_path / "share"

@@ -69,7 +69,7 @@ def entries(db: Path, run_name: str, annotator: str) -> dict[str, dict[str, dict
 def public(tmp_path_factory):
     """public-n50 imported with its completions, ratings of a few of its items (and of one item it never
     judged) loaded, one explanation made hostile. Returns what the checks need."""
-    from medhelm_core.published.cli import main as import_main
+    from medhelm_cli.imports import main as import_main
 
     source = PUBLIC / "benchmark_output"
     if not (source / "runs" / SUITE).is_dir():

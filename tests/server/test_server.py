@@ -411,7 +411,7 @@ def _private_texts(out: Path) -> set[str]:
 
 
 def test_static_export_has_no_private_text(example, browser, shots, tmp_path):
-    from medhelm_core.server.cli import export_main
+    from medhelm_cli.serve import export_main
 
     out, _ = example
     dest = tmp_path / "share"
@@ -442,8 +442,8 @@ def test_static_export_has_no_private_text(example, browser, shots, tmp_path):
 def test_published_release_imported(tmp_path, browser, shots):
     """A release imported by medhelm-import (never summarized here) is rebuilt from its own schema.json;
     every cell carries the comparison, and a published run shows its published completions."""
-    pytest.importorskip("medhelm_core.published.cli")
-    from medhelm_core.published.cli import main as import_main
+    pytest.importorskip("medhelm_cli.imports")
+    from medhelm_cli.imports import main as import_main
     from medhelm_core.server.app import api_answer
 
     from tests.oracle import SHARED
@@ -496,7 +496,7 @@ def test_sigterm_stops_the_server_even_when_inherited_as_ignored(example):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "medhelm_core.server.cli", "--suite", "example", "--output-path",
+    proc = subprocess.Popen([sys.executable, "-m", "medhelm_cli.serve", "--suite", "example", "--output-path",
                              str(out), "--port", str(port)], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
     try:

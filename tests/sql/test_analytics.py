@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from medhelm_core.published.cli import main as import_main
+from medhelm_cli.imports import main as import_main
 from tests.oracle import SHARED
 
 PUBLIC = SHARED / "oracle" / "public" / "benchmark_output"

@@ -20,7 +20,7 @@ import pytest
 
 from medhelm_cli.run import run_main
 from medhelm_cli.summarize import summarize_main
-from medhelm_core.published.cli import main as import_main
+from medhelm_cli.imports import main as import_main
 from tests.agreement_reference import (DIMENSIONS, METRICS, ratings_by_item, reference_interval, reference_pairs,
                                        check_agreement, synthetic_ratings, write_ratings_csv)
 from tests.oracle import PUBLIC, SHARED

@@ -26,7 +26,7 @@ from scipy.stats import kendalltau
 
 from medhelm_cli import run_main, summarize_main
 from medhelm_core.editions import known_editions, load_edition
-from medhelm_core.published.cli import main as import_main
+from medhelm_cli.imports import main as import_main
 from medhelm_core.published.leaderboard import rebuild_target
 from medhelm_core.summarize.sql_models import create_input_tables, run_sql_models, sql_model_files
 from tests.oracle import PUBLIC, SHARED

@@ -8,7 +8,7 @@ import sys
 from medhelm_core.errors import MedhelmError
 from medhelm_core.storage import add_storage_argument, resolve_storage
 
-from .data import DataError, Reader
+from medhelm_core.server.data import DataError, Reader
 
 
 def _target_args(p: argparse.ArgumentParser) -> None:
@@ -42,7 +42,7 @@ def export_main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true",
                    help="replace DIR even if it holds files an export did not make (they are deleted)")
     args = p.parse_args(argv)
-    from .export import ExportError, export_static
+    from medhelm_core.server.export import ExportError, export_static
 
     try:
         info = export_static(_reader(args), args.out, include_runs=not args.no_runs, force=args.force)
@@ -89,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--verbose", "-v", action="store_true", help="log every request")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
-    from .app import run_forever
-    from .guard import GuardError, HostGuard
+    from medhelm_core.server.app import run_forever
+    from medhelm_core.server.guard import GuardError, HostGuard
 
     try:
         HostGuard(args.host, args.allowed_host)

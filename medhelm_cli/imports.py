@@ -85,7 +85,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         return run(args)
     except MedhelmError as e:
-        from .source import SourceUnreachable
+        from medhelm_core.published.source import SourceUnreachable
 
         msg = str(e)
         if isinstance(e, SourceUnreachable):
@@ -154,7 +154,7 @@ def report_ratings(store, args, rows: list[dict], *, rebuild: bool) -> None:
         print(f"{PROG}: judge_agreement of {', '.join(own)} follows at the next medhelm-summarize of the suite "
               f"(or of a release holding it)", file=sys.stderr)
     if targets:
-        from .leaderboard import rebuild_and_compare
+        from medhelm_core.published.leaderboard import rebuild_and_compare
 
         for target in targets:
             for line in rebuild_and_compare(store, target, output_dir=args.write_files, force=args.rebuild).lines():
@@ -162,8 +162,8 @@ def report_ratings(store, args, rows: list[dict], *, rebuild: bool) -> None:
 
 
 def run(args) -> int:
-    from .importer import Importer
-    from .source import open_source
+    from medhelm_core.published.importer import Importer
+    from medhelm_core.published.source import open_source
 
     check_args(args)
     start = time.time()
@@ -190,7 +190,7 @@ def run(args) -> int:
     source = open_source(args.source, token=args.token, endpoint_url=args.endpoint_url)
     source.preflight()  # unreachable or not a folder: say so before anything is created
     if args.release == LATEST:
-        from .source import newest_release
+        from medhelm_core.published.source import newest_release
 
         names = source.releases()
         args.release = newest_release(names)
@@ -212,13 +212,13 @@ def run(args) -> int:
     if ratings is not None:   # matched against what the store holds now, this import included
         report_ratings(store, args, ratings, rebuild=False)
     if not args.no_compare:
-        from .leaderboard import rebuild_and_compare
+        from medhelm_core.published.leaderboard import rebuild_and_compare
 
         summary = rebuild_and_compare(store, report.target, output_dir=args.write_files, force=args.rebuild)
         for line in summary.lines():
             print(line)
     if args.rescore:
-        from .rescore import rescore_target
+        from medhelm_core.published.rescore import rescore_target
 
         rs = rescore_target(store, report.target, local_path=args.local_path, progress=say)
         for line in rs.lines():
