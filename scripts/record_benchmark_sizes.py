@@ -19,6 +19,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from medhelm_core.catalog import default_catalog
 from medhelm_core.helm_config.expand import expand_confs  # noqa: E402
 from medhelm_core.errors import MedhelmError  # noqa: E402
 from medhelm_core.run.recorded_sizes import REFERENCE_DEPLOYMENT, SIZE_FILE, measure_size  # noqa: E402
@@ -37,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as out:
         ws = Workspace(Path(out), Path(out) / "prod_env", edition=args.edition)
-        runs = expand_confs([args.conf], max_eval_instances=None, local_path=None)
+        runs = expand_confs([args.conf], max_eval_instances=None, local_path=None,
+                            run_spec_functions=default_catalog().run_spec_functions)
         by_folder: dict[Path, list[dict]] = {}
         seen: set[str] = set()
         for run in runs:

@@ -54,7 +54,6 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
 
-from medhelm_core.catalog import default_catalog
 from medhelm_core.helm_config.deployments import DEFAULT_LOCAL_PATH, ModelRegistry, load_model_registry
 from medhelm_core.helm_config.description import parse_description, split_expander_args
 from medhelm_core.helm_config.entry_files import read_run_entries
@@ -584,11 +583,6 @@ def alter_run_spec(run_spec: RunSpecDict, registry: ModelRegistry) -> RunSpecDic
 # --------------------------------------------------------------------------------------------
 
 
-def _resolve_functions(run_spec_functions: Optional[Mapping[str, Callable[..., dict]]]) -> Mapping[str, Callable]:
-    if run_spec_functions is not None:
-        return run_spec_functions
-    return default_catalog().run_spec_functions
-
 
 def _call_run_spec_function(fn: Callable[..., dict], name: str, args: dict[str, Any]) -> RunSpecDict:
     try:
@@ -649,18 +643,20 @@ def run_entries_to_run_specs(
     priority: Optional[int] = None,
     groups_to_run: Optional[Sequence[str]] = None,
     registry: Optional[ModelRegistry] = None,
-    run_spec_functions: Optional[Mapping[str, Callable[..., dict]]] = None,
+    *,
+    run_spec_functions: Mapping[str, Callable[..., dict]],
 ) -> list[ExpandedRun]:
     """HELM's `run_entries_to_run_specs`; returns (entry, RunSpec dict) in helm-run order.
 
     `registry` defaults to the built-in configs plus `./prod_env` (helm-run's default
-    `--local-path`); `run_spec_functions` defaults to the default catalog's (`medhelm_core.catalog`).
+    `--local-path`); `run_spec_functions` are the benchmarks' (a `medhelm_core.catalog.Catalog`'s:
+    the catalog sits above this module, so the caller hands them in).
     Run specs are neither sorted nor de-duplicated (HELM's Runner runs them in this order, and a
     repeated name simply writes the same run directory again).
     """
     if registry is None:
         registry = load_model_registry(DEFAULT_LOCAL_PATH)
-    functions = _resolve_functions(run_spec_functions)
+    functions = run_spec_functions
     models = list(models_to_run) if models_to_run else None
     out: list[ExpandedRun] = []
     for entry in entries:
@@ -726,7 +722,8 @@ def expand_confs(
     run_entries: Sequence[str] = (),
     local_path: str | Path | None = DEFAULT_LOCAL_PATH,
     registry: Optional[ModelRegistry] = None,
-    run_spec_functions: Optional[Mapping[str, Callable[..., dict]]] = None,
+    *,
+    run_spec_functions: Mapping[str, Callable[..., dict]],
 ) -> list[ExpandedRun]:
     """helm-run up to the run specs: `-c conf_paths`, `-r run_entries` (priority 1), checks, expansion."""
     entries = read_run_entries(conf_paths)

@@ -588,7 +588,8 @@ def test_other_tiers_still_materialize(tmp_path):
         'model_deployment=stanfordhealthcare/gpt-4o-2024-05-13", priority: 1},\n'
         "]\n")
     ws = Workspace(tmp_path / "out", tmp_path / "prod_env")
-    entries = expand_confs([conf], max_eval_instances=5, local_path=tmp_path / "prod_env")
+    entries = expand_confs([conf], max_eval_instances=5, local_path=tmp_path / "prod_env",
+                           run_spec_functions=default_catalog().run_spec_functions)
     entry_layer.register_runs(ws, "mixed", entries)
     partitions = entry_layer.scenario_partitions(entries, ws.catalog)
     assert [len(partitions["private"]), len(partitions["gated"])] == [1, 1]

@@ -116,7 +116,8 @@ def _needed(local_path: Path, **kw) -> tuple[list, dict[str, set[str]]]:
     from medhelm_core.catalog import default_catalog
 
     annotators = default_catalog().annotators
-    entries = expand_confs([str(PUBLIC_CONF)], max_eval_instances=10, local_path=local_path, **kw)
+    entries = expand_confs([str(PUBLIC_CONF)], max_eval_instances=10, local_path=local_path, **kw,
+                           run_spec_functions=default_catalog().run_spec_functions)
     roles: dict[str, set[str]] = {}
     for _, spec in entries:
         roles.setdefault(spec["adapter_spec"]["model_deployment"], set()).add("model")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from medhelm_core.catalog import default_catalog
 from medhelm_core.helm_config.deployments import BUILTIN_CONFIG_DIR, load_model_registry
 from medhelm_core.helm_config.entry_files import read_run_entries
 from medhelm_core.helm_config.expand import run_entries_to_run_specs
@@ -102,7 +103,8 @@ def test_a_run_entry_naming_only_a_bedrock_model_expands(tmp_path):
     conf = tmp_path / "nova.conf"
     conf.write_text('entries: [{description: "medication_qa:model=amazon/nova-pro-v1:0", priority: 1}]\n')
     [run] = run_entries_to_run_specs(read_run_entries([conf]), max_eval_instances=10,
-                                     registry=load_model_registry(None))
+                                     registry=load_model_registry(None),
+                                     run_spec_functions=default_catalog().run_spec_functions)
     assert run.name == "medication_qa:model=amazon_nova-pro-v1:0"
     assert run.run_spec["adapter_spec"]["model_deployment"] == "amazon/nova-pro-v1:0"
 

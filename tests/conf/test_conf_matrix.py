@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from medhelm_core.catalog import default_catalog
 from medhelm_core.helm_config.entry_files import load_run_entries
 from medhelm_core.errors import MedhelmError
 from tests.oracle import SHARED
@@ -41,8 +42,9 @@ def test_any_model_matrix_is_the_public_benchmarks_as_helm_wildcards():
     assert [e.description for e in entries][:2] == ["medcalc_bench:model=text", "mtsamples_replicate:model=text"]
     assert "med_dialog:subset=icliniq,model=text" in [e.description for e in entries]
     runs = expand_confs([any_model], max_eval_instances=2, models_to_run=["openai/gpt-4.1-mini-2025-04-14"],
-                        local_path=None)
+                        local_path=None, run_spec_functions=default_catalog().run_spec_functions)
     assert len(runs) == len(public["benchmarks"])
     assert {r.run_spec["adapter_spec"]["model_deployment"] for r in runs} == {"openai/gpt-4.1-mini-2025-04-14"}
     with pytest.raises(MedhelmError, match="--models-to-run must be set"):
-        expand_confs([any_model], max_eval_instances=2, local_path=None)
+        expand_confs([any_model], max_eval_instances=2, local_path=None,
+                     run_spec_functions=default_catalog().run_spec_functions)

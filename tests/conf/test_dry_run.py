@@ -108,7 +108,8 @@ def test_hand_derived_names(conf):
     for index, name in HAND_DERIVED[conf].items():
         assert helm_name(descriptions[index]) == name
     runs = run_entries_to_run_specs(read_run_entries([HELM_CONFS / f"run_entries_medhelm_{conf}.conf"]),
-                                    max_eval_instances=1000, registry=load_model_registry(None))
+                                    max_eval_instances=1000, registry=load_model_registry(None),
+                                    run_spec_functions=default_catalog().run_spec_functions)
     for index, name in HAND_DERIVED[conf].items():
         assert runs[index].name == name
 
@@ -119,7 +120,8 @@ def test_gated_run_specs_with_builtin_metadata():
     whitespace-only stop sequence of the multiple-choice adapters; nothing else changes."""
     _require_functions("gated")
     runs = run_entries_to_run_specs(read_run_entries([HELM_CONFS / "run_entries_medhelm_gated.conf"]),
-                                    max_eval_instances=1000, registry=load_model_registry(None))
+                                    max_eval_instances=1000, registry=load_model_registry(None),
+                                    run_spec_functions=default_catalog().run_spec_functions)
     by_name = {r.name: r.run_spec for r in runs}
     claude = by_name["ehrshot:subject=guo_readmission,model=anthropic_claude-3-7-sonnet-20250219,"
                      "model_deployment=stanfordhealthcare_claude-3-7-sonnet-20250219"]

@@ -6,6 +6,7 @@ import stat
 import duckdb
 import pytest
 
+from medhelm_core.catalog import default_catalog
 from medhelm_core.clients.openai_compatible import OpenAICompatibleClient
 from medhelm_core.costs import Budget
 from medhelm_core.engine import CompletionEngine, Job
@@ -150,7 +151,8 @@ def test_estimate_counts_model_and_judge_calls_without_sending(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     ws = Workspace(tmp_path / "out", "work/prod_env")
     entries = expand_confs(["work/conf/private.conf"], max_eval_instances=10, num_train_trials=1, priority=None,
-                           models_to_run=None, local_path="work/prod_env")
+                           models_to_run=None, local_path="work/prod_env",
+                           run_spec_functions=default_catalog().run_spec_functions)
     est = estimate_runs(ws, entries)
     rows = {(r.run_name.split(":")[0] + ":" + r.run_name.split("model=")[1].split(",")[0], r.kind): r
             for r in est.rows}

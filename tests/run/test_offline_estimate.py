@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from medhelm_core.catalog import default_catalog
 from medhelm_core.run.recorded_sizes import SIZE_FILE, measure_size, recorded_size
 from medhelm_core.yamlio import safe_load
 from tests.oracle import SHARED
@@ -92,7 +93,8 @@ def test_the_recorded_sizes_are_what_the_data_measures(monkeypatch, tmp_path):
 
     monkeypatch.setenv("MEDHELM_DATA_MIRROR", str(MIRROR))
     ws = Workspace(tmp_path / "out", tmp_path / "prod_env")
-    runs = expand_confs([ROOT / "conf" / "medhelm_public.yaml"], local_path=None)
+    runs = expand_confs([ROOT / "conf" / "medhelm_public.yaml"], local_path=None,
+                        run_spec_functions=default_catalog().run_spec_functions)
     checked = set()
     for run in runs:
         sspec = run.run_spec["scenario_spec"]
@@ -130,7 +132,6 @@ def test_a_dataset_that_cannot_be_downloaded_is_one_line_without_hub_retries(tmp
 
 def test_recorded_size_matching_by_args():
     """A record's args must all equal the spec's (med_dialog's subsets); path arguments are not recorded."""
-    from medhelm_core.catalog import default_catalog
 
     catalog = default_catalog()
     head_qa = {"class_name": "helm.benchmark.scenarios.headqa_scenario.HeadQAScenario",
