@@ -155,12 +155,13 @@ def _dry_run(ws, entries) -> int:
 
 
 def _estimate(ws, entries, budget: float | None, force_batch: bool) -> int:
+    from medhelm_core.run.batch_first import setting_batches
     from medhelm_core.run.estimate import estimate_runs, format_estimate, with_batch_prices
     from medhelm_core.run.preflight import run_problems
 
     problems = run_problems(ws, entries)  # keys, deployments, judges: before any data is read
     est = estimate_runs(ws, entries)
-    if force_batch or any(_setting_batches(ws, r.deployment) for r in est.rows):
+    if force_batch or any(setting_batches(ws, r.deployment) for r in est.rows):
         est = with_batch_prices(ws, est, force_batch=force_batch)  # the price by batch beside the online one
     print(format_estimate(est, budget=budget))
     for problem in problems:
@@ -168,59 +169,27 @@ def _estimate(ws, entries, budget: float | None, force_batch: bool) -> int:
     return 0
 
 
-def _setting_batches(ws, deployment: str) -> bool:
-    """The deployment's `batch` setting (medhelm_deployments.yaml); False for one the settings cannot name."""
-    try:
-        return bool(ws.deployment_settings(deployment).batch)
-    except MedhelmError:
-        return False
-
-
-def _batch_mode(ws, args, entries) -> bool:
-    """Whether this invocation goes through the batch pass: --batch, a deployment of its runs (model or
-    judge) with `batch: true`, or batches an earlier invocation left outstanding (collected first, so
-    that no online call pays for a request a live batch holds)."""
-    if args.batch or _outstanding(ws):
-        return True
-    return any(_setting_batches(ws, d) for _, spec in entries for d in {_model_of(spec), *_judges_of(ws, spec)})
-
-
-def _model_of(spec: dict) -> str:
-    return spec["adapter_spec"]["model_deployment"]
-
-
-def _judges_of(ws, spec: dict) -> set[str]:
-    """The deployments of a run spec's LLM juries."""
-    deployments = set()
-    for aspec in spec.get("annotators") or []:
-        judges = getattr(ws.catalog.annotator(aspec, spec["name"]), "judges", None) or {}
-        deployments |= {info["model_deployment"] for info in judges.values()}
-    return deployments
-
-
-def _outstanding(ws) -> bool:
-    """Whether the ledger holds live batches (`batch_pass.has_outstanding`, without the vendors' SDKs)."""
-    from medhelm_core.batch import ledger
-
-    return ws.store.exists() and bool(ledger.outstanding(ws.store))
-
-
 def _say(line: str) -> None:
     print(f"{PROG}: {line}", file=sys.stderr)
 
 
 def _batch_pass(ws, args, runs, collect_only: bool = False):
-    """The batch pass on these runs, its lines on stderr; its report."""
+    """The batch pass on these runs (--collect), its lines on stderr; its report."""
     from medhelm_core.run.batch_pass import batch_pass
 
     report = batch_pass(ws, runs, wait=not args.no_wait, collect_only=collect_only, force_batch=args.batch,
                         max_wait_s=args.max_wait, on_event=_say)
+    _say_batch(report)
+    return report
+
+
+def _say_batch(report) -> None:
+    """A batch pass's summary line, its errors after the first, the deployments asked online."""
     _say(report.summary_line())
     for error in report.errors[1:]:  # the first is in the summary line
         _say(f"batch: {error}")
     if report.online_deployments:
         _say(f"batch: no batch API, asked online: {', '.join(sorted(report.online_deployments))}")
-    return report
 
 
 def _waiting_line(report, waiting: int, args) -> str:
@@ -235,10 +204,11 @@ def _waiting_line(report, waiting: int, args) -> str:
 
 def _collect(ws, args, entries) -> int:
     """--collect: the outstanding batches collected (waited for, unless --no-wait); nothing submitted, no run."""
+    from medhelm_core.run.batch_first import outstanding
     from medhelm_core.run.preflight import check_offline
     from medhelm_core.run.workspace import RunRef
 
-    if not _outstanding(ws):
+    if not outstanding(ws):
         _say("batch: nothing outstanding to collect")
         return 0
     if args.offline:
@@ -328,6 +298,7 @@ def _launch(ws, args, selection, entries, plan):
     """Register the runs, run the batch pass (in batch mode), then the online runs and the Dagster jobs
     that record them; the batch pass's report (None without one)."""
     from medhelm_core.progress import progress_display
+    from medhelm_core.run import batch_first
     from medhelm_core.run import suite as suite_layer
     from medhelm_core.run.datasets import is_current
     from medhelm_core.run.entries import cells_of, register_runs, scenario_partition_key, scenario_partitions
@@ -341,9 +312,15 @@ def _launch(ws, args, selection, entries, plan):
                                           for r, (_, spec) in zip(plan.runs, entries)) if key in to_build}
     cells = dict(zip(plan.runs, cells_of(args.suite, entries)))
     runs, fresh, batch = plan.runs, plan.fresh, None
-    if _batch_mode(ws, args, entries):
-        runs, fresh, batch = _before_online(ws, args, plan, entries, to_build)
-        datasets = {}  # built by _before_online
+    specs = {r: spec for r, (_, spec) in zip(plan.runs, entries)}
+    if batch_first.batches_in_play(ws, specs.values(), args.batch):
+        runs, fresh, batch = batch_first.before_online(ws, plan.runs, specs, to_build, plan.fresh,
+                                                       force_batch=args.batch, wait=not args.no_wait,
+                                                       max_wait_s=args.max_wait, on_event=_say)
+        _say_batch(batch)
+        for run in batch.pending_runs:  # not online now: reported as waiting, not as failed
+            ws.controls.on_outcome.wait(run)
+        datasets = {}  # built by before_online
     elif args.no_wait:
         _say("--no-wait: no deployment of these runs batches (add --batch, or batch: true in "
              "medhelm_deployments.yaml): they run online")
@@ -362,37 +339,6 @@ def _launch(ws, args, selection, entries, plan):
     if launch.failure and len(ws.controls.on_outcome.outcomes) < len(runs):
         raise MedhelmError(launch.failure)  # the step failed outside any run (bug, bad config)
     return batch
-
-
-def _before_online(ws, args, plan, entries, to_build: set):
-    """The batch pass on the stale runs (their datasets built first: the batch's requests are built
-    from them); (the runs to run online: all but those a live batch holds, the up-to-date ones, the
-    pass's report).
-
-    A run whose model answers online but whose judges batch has its model asked first (the model
-    batches already submitted meanwhile), so that its jury goes into the judges' batches too."""
-    from medhelm_core.run import suite as suite_layer
-    from medhelm_core.run.batch_pass import batch_flavour, batch_pass
-    from medhelm_core.run.datasets import build_dataset
-
-    for key in sorted(to_build):
-        build_dataset(ws, key, for_run=True)  # the job that records the datasets reports these builds
-    # Decided here, once (the execution takes it): the batch pass asks only for the stale runs.
-    fresh = plan.fresh if plan.fresh is not None else suite_layer.up_to_date(ws, plan.runs)
-    stale = [r for r in plan.runs if r not in fresh]
-    specs = {r: spec for r, (_, spec) in zip(plan.runs, entries)}
-    model_first = [r for r in stale if batch_flavour(ws, _model_of(specs[r]), args.batch) is None
-                   and any(batch_flavour(ws, d, args.batch) is not None for d in _judges_of(ws, specs[r]))]
-    if model_first:
-        batch_pass(ws, stale, wait=False, force_batch=args.batch, on_event=_say)  # the model batches go first
-        execution = suite_layer.SuiteExecution(ws, model_first, ("requests", "completions"))
-        for _ in execution.outcomes():  # what fails here fails again, and is reported, in the runs below
-            pass
-    report = _batch_pass(ws, args, stale)
-    waiting = set(report.pending_runs)
-    for run in report.pending_runs:  # not online now: reported as waiting, not as failed
-        ws.controls.on_outcome.wait(run)
-    return [r for r in plan.runs if r not in waiting], fresh, report
 
 
 def _record(ws, args, selection, entries, tiers: dict, to_build: set):
