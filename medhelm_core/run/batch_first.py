@@ -10,6 +10,7 @@ from medhelm_core.batch import ledger
 from medhelm_core.errors import MedhelmError
 from medhelm_core.run import suite as suite_layer
 from medhelm_core.run.datasets import build_dataset
+from medhelm_core.run.entries import spec_judges
 from medhelm_core.run.workspace import RunRef, Workspace
 
 if TYPE_CHECKING:
@@ -35,11 +36,7 @@ def model_of(spec: dict) -> str:
 
 def judges_of(ws: Workspace, spec: dict) -> set[str]:
     """The deployments of a run spec's LLM juries."""
-    deployments = set()
-    for aspec in spec.get("annotators") or []:
-        judges = getattr(ws.catalog.annotator(aspec, spec["name"]), "judges", None) or {}
-        deployments |= {info["model_deployment"] for info in judges.values()}
-    return deployments
+    return {deployment for deployment, _ in spec_judges(ws, spec, spec["name"])}
 
 
 def batches_in_play(ws: Workspace, specs: Iterable[dict], force_batch: bool) -> bool:

@@ -121,11 +121,6 @@ def batch_flavour(ws: Workspace, deployment: str, force_batch: bool = False):
     return flavour_of(dep)
 
 
-def has_outstanding(ws: Workspace) -> bool:
-    """Whether the ledger holds live batches (a later `medhelm-run` should collect them first)."""
-    return ws.store.exists() and bool(ledger.outstanding(ws.store))
-
-
 def batch_pass(ws: Workspace, runs: Iterable[RunRef], *, wait: bool = True, collect_only: bool = False,
                jury_only: bool = False, force_batch: bool = False, max_wait_s: float | None = None,
                sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
@@ -534,4 +529,4 @@ def batch_runs(ws: Workspace) -> list[RunRef]:
     return [r for r in runs if r not in done]
 
 
-__all__ = ["BatchPassReport", "batch_pass", "batch_runs", "has_outstanding", "judge_keys"]
+__all__ = ["BatchPassReport", "batch_pass", "batch_runs", "judge_keys"]

@@ -45,6 +45,17 @@ def take_expanded(controls, selection: RunSelection) -> tuple[list[tuple[Any, di
     return entries, registered
 
 
+def spec_judges(ws: Workspace, spec: dict, where: str) -> list[tuple[str, str]]:
+    """(judge deployment, jury name) of every judge a run spec's annotators ask (`where` names the
+    run in an annotator's error)."""
+    judges: list[tuple[str, str]] = []
+    for aspec in spec.get("annotators") or []:
+        annotator = ws.catalog.annotator(aspec, where)
+        judges += [(j["model_deployment"], getattr(annotator, "name", aspec["class_name"]))
+                   for j in (getattr(annotator, "judges", None) or {}).values()]
+    return judges
+
+
 def tier_of(run_spec: dict, catalog: Catalog) -> str:
     cls = run_spec["scenario_spec"]["class_name"]
     tier = catalog.tier_of(cls)

@@ -24,7 +24,7 @@ from medhelm_core.errors import MedhelmError
 from medhelm_core.metrics.base import MetricError
 from medhelm_core.metrics.evaluate import check_metrics_computable
 from medhelm_core.run.datasets import existing_data_files
-from medhelm_core.run.entries import tier_of
+from medhelm_core.run.entries import spec_judges, tier_of
 from medhelm_core.run.workspace import Workspace, in_data_scope
 from medhelm_core.tokenizers import TokenizerError
 
@@ -90,7 +90,7 @@ def _problems_and_downloads(ws: Workspace, entries: list[tuple[Any, dict]]) -> t
             except MedhelmError as e:
                 problems.append(str(e))
         model = spec["adapter_spec"]["model_deployment"]
-        judges = _judges(ws, spec, where)
+        judges = spec_judges(ws, spec, where)
         if ("model", model) not in checked:
             problem = _model_deployment_problem(ws, model, credentials)
             if problem:
@@ -248,16 +248,6 @@ def _lacks_api_key(dep, credentials) -> bool:
     return False
 
 
-def _judges(ws: Workspace, spec: dict, where: str) -> list[tuple[str, str]]:
-    """(judge deployment, jury name) of every judge a run's annotators ask."""
-    judges: list[tuple[str, str]] = []
-    for aspec in spec.get("annotators") or []:
-        annotator = ws.catalog.annotator(aspec, where)
-        judges += [(j["model_deployment"], getattr(annotator, "name", aspec["class_name"]))
-                   for j in getattr(annotator, "judges", {}).values()]
-    return judges
-
-
 def endpoint_of(ws: Workspace, name: str, credentials=None) -> str:
     """Where a deployment's requests go: scheme://host[:port] of its base URL (never a path, user or key),
     or `in-process` for a model this process runs."""
@@ -292,7 +282,7 @@ def run_endpoints(ws: Workspace, entries: list[tuple[Any, dict]]) -> dict[str, d
     out: dict[str, dict[str, str]] = {}
     for entry, spec in entries:
         names = [spec["adapter_spec"]["model_deployment"]]
-        names += [n for n, _ in _judges(ws, spec, f"{entry.location or 'run entry'}: {spec['name']}")]
+        names += [n for n, _ in spec_judges(ws, spec, f"{entry.location or 'run entry'}: {spec['name']}")]
         out[spec["name"]] = {n: endpoint_of(ws, n, credentials) for n in names}
     return out
 

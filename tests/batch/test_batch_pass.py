@@ -24,7 +24,8 @@ from medhelm_core.costs import Budget
 from medhelm_core.engine import RunControls
 from medhelm_core.run import datasets, entries, suite
 from medhelm_core.run import requests as request_layer
-from medhelm_core.run.batch_pass import batch_pass, has_outstanding
+from medhelm_core.run.batch_first import outstanding
+from medhelm_core.run.batch_pass import batch_pass
 from medhelm_core.run.workspace import RunRef, Workspace
 from medhelm_core.selections import RunSelection
 from tests.batch.conftest import batch_polls, kill_9_when, spawn_python
@@ -277,7 +278,7 @@ def test_kill_9_between_submission_and_collection_then_a_rerun_pays_once(tmp_pat
     assert server.creates == 2 and server.answered == []
     live = ledger.outstanding(ws.store)
     assert len(live) == 2 and all(r.acknowledged for r in live)
-    assert has_outstanding(ws)
+    assert outstanding(ws)
 
     server.polls_per_state = 1  # the vendor gets on with it
     report = batch_pass(ws, runs, wait=True)
@@ -286,7 +287,7 @@ def test_kill_9_between_submission_and_collection_then_a_rerun_pays_once(tmp_pat
     assert report.requests_submitted == {"judge": 8} and len(report.submitted) == 1
     assert server.creates == 3 and len(server.uploads) == 3
     assert len(server.answered) == len(set(server.answered)) == 8 + 8 + 8  # each request run (paid) once
-    assert report.outstanding == [] and not has_outstanding(ws)
+    assert report.outstanding == [] and not outstanding(ws)
     online_before = len(server.online)
     outcomes = run_online(ws, runs)
     assert len(server.online) == online_before and all(o.new_calls == 0 for o in outcomes)
@@ -358,7 +359,7 @@ def test_no_wait_then_collect(tmp_path, monkeypatch, batch_server):
     # ... and a waiting one collects it.
     fourth = batch_pass(ws, runs, wait=True)
     assert fourth.collected == third.submitted and fourth.submitted == [] and fourth.answered == 5
-    assert not has_outstanding(ws) and server.creates == 2
+    assert not outstanding(ws) and server.creates == 2
     outcomes = run_online(ws, runs)
     assert server.online == [] and outcomes[0].new_calls == 0
 
