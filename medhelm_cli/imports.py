@@ -19,7 +19,7 @@ import warnings
 from typing import Optional
 
 from medhelm_core.errors import MedhelmError, unexpected_line
-from medhelm_core.options import check_amount, check_count, check_name, check_output_folder
+from medhelm_core.options import check_amount, check_count, check_input_file, check_name, check_output_folder
 from medhelm_core.selections import ImportSelection, add_arguments
 from medhelm_core.lake_store import open_store
 from medhelm_core.storage import add_storage_argument, resolve_storage
@@ -117,8 +117,8 @@ def check_args(args) -> None:
     check_name("--suite", args.suite)
     if args.suite_prefix:
         check_name("--suite-prefix", args.suite_prefix)
-    if args.human_ratings is not None and not os.path.isfile(args.human_ratings):
-        raise MedhelmError(f"--human-ratings {args.human_ratings}: no such file")
+    if args.human_ratings is not None:
+        check_input_file("--human-ratings", args.human_ratings)
     check_amount("--budget", args.budget)
 
 
