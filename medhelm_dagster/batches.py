@@ -61,7 +61,7 @@ def _observation(ws: Workspace) -> tuple[str, dg.AssetObservation | None]:
         state = f"{state} ({error})" if error else state
         lines.append(f"| `{batch_id}` | {vendor} | {vendor_id or ''} | {dep} | {state} | {n} | {items} | "
                      f"{created or ''} | {collected or ''} |")
-    live = [r for r in rows if r[4] not in ("collected", "abandoned")]
+    live = [r for r in rows if r[4] not in ledger.SETTLED_STATES]
     return digest, dg.AssetObservation("vendor_batches", metadata={
         "outstanding": len(live), "requests_outstanding": sum(r[5] for r in live),
         "batches": dg.MetadataValue.md("\n".join(lines))})
