@@ -95,6 +95,20 @@ class DeploymentSettings(BaseModel):
     batch_max_requests: Optional[int] = None
     batch_poll_seconds: float = 60.0
     batch_discount: Optional[float] = None
+    # Amazon Bedrock batch inference (`batch.bedrock`): the S3 prefix its input and output files go under
+    # (s3://bucket[/prefix]), and the IAM service role Bedrock assumes to read and write them.
+    batch_s3_uri: Optional[str] = None
+    batch_role_arn: Optional[str] = None
+    # Fewest requests of one model a batch holds (None: the vendor's, Bedrock's quota 100, which AWS raises
+    # or lowers per account); fewer are asked online.
+    batch_min_requests: Optional[int] = None
+
+    @field_validator("batch_min_requests")
+    @classmethod
+    def _positive_min(cls, v):
+        if v is not None and v < 1:
+            raise ValueError("must be >= 1")
+        return v
 
     @field_validator("max_concurrency", "initial_concurrency", "min_concurrency", "max_attempts", "batch_size",
                      "batch_max_requests")

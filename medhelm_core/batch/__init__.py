@@ -8,7 +8,19 @@
 * `anthropic`: Anthropic's Message Batches (no files: the requests go in the create call) through the
   deployment's `AnthropicMessagesClient`: each request's `params` are the online body byte for byte,
   each result read into the online client's Attempt; a create whose answer was lost is found again
-  by size, time and custom_ids (see its docstring). `apis.batch_api` picks the class for a flavour.
+  by size, time and custom_ids (see its docstring).
+* `gemini`: the Gemini API's batch mode through the deployment's `GoogleGenAIClient` (Gemini API mode;
+  Vertex AI is refused): a JSONL file uploaded through the Files API, a line `{"key": <request key>,
+  "request": <the online generateContent body, byte for byte>}`, one batch per model; each response or
+  error line read by the online client's own SDK parsing into its Attempt; a lost create is found again
+  by the batch's display name (our batch id and the file id). `apis.batch_api` picks the class for a flavour.
+* `bedrock`: Amazon Bedrock batch inference through the deployment's `BedrockClient` (its boto3 session:
+  `s3` and `bedrock` clients): a JSONL file in S3 (settings `batch_s3_uri`, `batch_role_arn`), a record
+  `{"recordId": <request key>, "modelInput": <the online InvokeModel body, or for Nova (Converse) the
+  Converse body, byte for byte>}`, one model invocation job per model; each output record read by the
+  online client's own parsing into its Attempt; fewer than the job minimum (100) are left online; a lost
+  create is found again by its jobName (our batch id), and a create sent again is the same job
+  (clientRequestToken).
 * `ledger`: the `batches` and `batch_items` tables: a batch is a row before its file is uploaded, so a
   killed process never submits the same keys twice.
 * `lifecycle`: submit, resume after a crash, poll, collect.
@@ -27,7 +39,7 @@ from medhelm_core.batch import ledger
 _LAZY = {**{name: "medhelm_core.batch.lifecycle" for name in
             ("SubmitReport", "collect", "poll", "resume", "store_collected", "submit")},
          **{name: "medhelm_core.batch.protocol" for name in
-            ("ANSWERED", "ANTHROPIC", "AZURE", "ENDED_STATES", "FAILED_ITEM", "FLAVOURS", "OPENAI", "RETRY",
+            ("ANSWERED", "ANTHROPIC", "AZURE", "BEDROCK", "ENDED_STATES", "FAILED_ITEM", "FLAVOURS", "OPENAI", "RETRY",
              "RUNNING_STATES", "BatchAPI", "BatchAPIError", "BatchResults", "BatchStatus", "Flavour", "ItemOutcome",
              "flavour_of", "input_file")},
          "batch_api": "medhelm_core.batch.apis"}
@@ -39,7 +51,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ANSWERED", "ANTHROPIC", "AZURE", "BatchAPI", "BatchAPIError", "BatchResults", "BatchStatus",
+__all__ = ["ANSWERED", "ANTHROPIC", "AZURE", "BEDROCK", "BatchAPI", "BatchAPIError", "BatchResults", "BatchStatus",
            "ENDED_STATES", "FAILED_ITEM", "FLAVOURS", "Flavour", "ItemOutcome", "OPENAI", "RETRY", "RUNNING_STATES",
            "SubmitReport", "batch_api", "collect", "flavour_of", "input_file", "ledger", "poll", "resume",
            "store_collected", "submit"]

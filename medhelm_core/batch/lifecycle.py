@@ -33,6 +33,7 @@ class SubmitReport:
     abandoned: dict[str, str] = field(default_factory=dict)            # batch id -> why (keys free again)
     invalid: dict[str, Attempt] = field(default_factory=dict)          # key -> fatal Attempt (HELM refuses it)
     skipped: list[str] = field(default_factory=list)                   # keys answered or held by a live batch
+    online: list[str] = field(default_factory=list)     # keys too few for a batch (the vendor's minimum): online
 
     @property
     def batched_keys(self) -> int:
@@ -51,7 +52,11 @@ def submit(store, api: BatchAPI, deployment: str, requests: dict[str, dict], own
     owners.register(owner)
     try:
         held = set(lines)
-        for chunk in api.chunks(lines):
+        chunks = list(api.chunks(lines))  # a vendor with a minimum (Bedrock) leaves out keys too few for one
+        chunked = {k for chunk in chunks for k in chunk}
+        report.online = [k for k in lines if k not in chunked]
+        least = getattr(api, "min_requests", api.flavour.min_requests)
+        for chunk in chunks:
             reserved = ledger.reserve(store, deployment, api.flavour.name, api.endpoint,
                                       {k: requests[k] for k in chunk}, owner,
                                       ledger.UPLOADING if api.flavour.uploads else ledger.CREATING)
@@ -59,6 +64,10 @@ def submit(store, api: BatchAPI, deployment: str, requests: dict[str, dict], own
                 continue
             batch_id, keys = reserved
             held -= set(keys)
+            if len(keys) < least:  # another process took some meanwhile: too few left; nothing was sent
+                ledger.abandon(store, batch_id, f"{len(keys)} requests, fewer than the {least} a batch must hold")
+                report.online += keys
+                continue
             if not api.flavour.uploads:
                 _create_with_requests(store, api, batch_id, {k: lines[k] for k in keys}, report)
                 continue
@@ -71,7 +80,7 @@ def submit(store, api: BatchAPI, deployment: str, requests: dict[str, dict], own
                 continue
             ledger.record_upload(store, batch_id, input_file_id)
             _create(store, api, batch_id, input_file_id, deployment, metadata, report)
-        report.skipped = [k for k in lines if k in held]
+        report.skipped = [k for k in lines if k in held and k in chunked]
     finally:
         owners.unregister(owner)
     return report

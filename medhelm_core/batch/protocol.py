@@ -43,6 +43,11 @@ from medhelm_core.ratelimit import FATAL, FATAL_ENDPOINT, SERVER_ERROR, TIMEOUT,
 OPENAI_CLIENT = "helm.clients.openai_client.OpenAIClient"
 AZURE_OPENAI_CLIENT = "helm.clients.azure_openai_client.AzureOpenAIClient"
 ANTHROPIC_CLIENT = "helm.clients.anthropic_client.AnthropicMessagesClient"  # not the Stanford gateway's Claude
+# HELM's Bedrock clients (medhelm_core.clients.bedrock): Nova = Converse, the others InvokeModel.
+BEDROCK_PREFIX = "helm.clients.bedrock_client."
+BEDROCK_CLIENTS = ("BedrockNovaClient", "BedrockLlamaClient", "BedrockMistralClient", "BedrockTitanClient",
+                   "BedrockPalmyraClient")
+GOOGLE_GENAI_CLIENT = "helm.clients.google_genai_client.GoogleGenAIClient"  # Gemini API mode (`batch.gemini`)
 
 # The vendor's batch states, and ours around them (`ledger`).
 VALIDATING, IN_PROGRESS, FINALIZING = "validating", "in_progress", "finalizing"
@@ -50,8 +55,19 @@ COMPLETED, FAILED, EXPIRED, CANCELLING, CANCELLED = "completed", "failed", "expi
 # Anthropic's Message Batches (`processing_status`): in_progress, canceling, then ended (whatever came of
 # the requests: each result says; `batch.anthropic`).
 ANTHROPIC_CANCELING, ANTHROPIC_ENDED = "canceling", "ended"
-RUNNING_STATES = frozenset({VALIDATING, IN_PROGRESS, FINALIZING, CANCELLING, ANTHROPIC_CANCELING})
-ENDED_STATES = frozenset({COMPLETED, FAILED, EXPIRED, CANCELLED, ANTHROPIC_ENDED})
+# Amazon Bedrock's model invocation jobs (`status`, botocore's ModelInvocationJobStatus; `batch.bedrock`).
+BEDROCK_RUNNING = frozenset({"Submitted", "Validating", "Scheduled", "InProgress", "Stopping"})
+BEDROCK_ENDED = frozenset({"Completed", "PartiallyCompleted", "Failed", "Stopped", "Expired"})
+RUNNING_STATES = frozenset({VALIDATING, IN_PROGRESS, FINALIZING, CANCELLING, ANTHROPIC_CANCELING}) | BEDROCK_RUNNING
+ENDED_STATES = frozenset({COMPLETED, FAILED, EXPIRED, CANCELLED, ANTHROPIC_ENDED}) | BEDROCK_ENDED
+# Google's batch jobs, as the google-genai SDK names them (it maps the Gemini API's BATCH_STATE_* onto
+# Vertex AI's JOB_STATE_*: `_transformers.t_job_state`; `batch.gemini`).
+GEMINI_RUNNING = frozenset({"JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_CANCELLING",
+                            "JOB_STATE_PAUSED", "JOB_STATE_UPDATING"})
+GEMINI_ENDED = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED",
+                          "JOB_STATE_PARTIALLY_SUCCEEDED"})
+RUNNING_STATES |= GEMINI_RUNNING
+ENDED_STATES |= GEMINI_ENDED
 
 # What a batch item came to (`ItemOutcome.state`).
 ANSWERED = "answered"   # a result to store (ok, or HELM's non-fatal content-filter result)
@@ -72,6 +88,8 @@ class Flavour:
     # True: a file is uploaded, then a batch created from it (OpenAI, Azure). False: the requests go in
     # the create call itself (Anthropic): no upload, and the ledger row waits in 'creating'.
     uploads: bool = True
+    # Fewest requests a batch may hold (Bedrock's quota); fewer are left to the online path.
+    min_requests: int = 1
 
 
 OPENAI = Flavour("openai", "/v1/chat/completions", 50_000, 200 * 1024 * 1024, True, 0.5)
@@ -79,9 +97,23 @@ AZURE = Flavour("azure", "/chat/completions", 100_000, 200 * 1024 * 1024, False,
 # Anthropic's Message Batches: 100,000 requests or 256 MB a batch, half the online price
 # (https://docs.anthropic.com/en/docs/build-with-claude/batch-processing); no metadata on a batch.
 ANTHROPIC = Flavour("anthropic", "/v1/messages", 100_000, 256 * 1024 * 1024, False, 0.5, uploads=False)
+# Amazon Bedrock batch inference: 50% of the on-demand price (https://aws.amazon.com/bedrock/pricing/,
+# "Batch": https://docs.aws.amazon.com/bedrock/latest/userguide/capacity-limits-cost-optimization.html); its
+# default quotas (https://docs.aws.amazon.com/general/latest/gr/bedrock.html, adjustable per account):
+# 100 records a job at least, 50,000 at most, 1 GB an input file. No metadata on a job (its jobName
+# carries our batch id). `line_url` is unused: a record's body is the model's own InvokeModel/Converse body.
+BEDROCK = Flavour("bedrock", "", 50_000, 1024 * 1024 * 1024, False, 0.5, min_requests=100)
 FLAVOURS = {OPENAI.name: OPENAI, AZURE.name: AZURE, ANTHROPIC.name: ANTHROPIC}
+FLAVOURS[BEDROCK.name] = BEDROCK
 # HELM client classes whose deployments have a batch API (the gateways' and vLLM's have none).
 FLAVOUR_OF_CLIENT_CLASS = {OPENAI_CLIENT: OPENAI, AZURE_OPENAI_CLIENT: AZURE, ANTHROPIC_CLIENT: ANTHROPIC}
+FLAVOUR_OF_CLIENT_CLASS.update({BEDROCK_PREFIX + name: BEDROCK for name in BEDROCK_CLIENTS})
+# Gemini API batch mode: half the online price (https://ai.google.dev/gemini-api/docs/batch-mode, and
+# https://ai.google.dev/gemini-api/docs/pricing, "Batch"); an input file (JSONL) of up to 2 GB. Google
+# states no request count; 100,000 a file is ours. No metadata: the batch's display name carries our ids.
+GEMINI = Flavour("gemini", ":generateContent", 100_000, 2 * 1024 ** 3, False, 0.5)
+FLAVOURS[GEMINI.name] = GEMINI
+FLAVOUR_OF_CLIENT_CLASS[GOOGLE_GENAI_CLIENT] = GEMINI
 
 
 def flavour_of(deployment) -> Flavour | None:
@@ -367,6 +399,6 @@ def _jsonl(*files: bytes) -> Iterator[dict]:
                     yield obj
 
 
-__all__ = ["ANSWERED", "ANTHROPIC", "AZURE", "BatchAPI", "BatchAPIError", "BatchResults", "BatchStatus",
+__all__ = ["ANSWERED", "ANTHROPIC", "AZURE", "BEDROCK", "BatchAPI", "BatchAPIError", "BatchResults", "BatchStatus",
            "ENDED_STATES", "FAILED_ITEM", "FLAVOURS", "Flavour", "ItemOutcome", "OPENAI", "RETRY", "RUNNING_STATES",
            "flavour_of", "input_file"]

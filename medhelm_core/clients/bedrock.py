@@ -204,11 +204,15 @@ class BedrockClient(BlockingClient):
 
     def __init__(self, class_name: str, runtime, tokenizer, bedrock_model_id: str | None = None,
                  secrets: tuple[str, ...] = (), region: str | None = None, retry: RetryPolicy | None = None,
-                 max_concurrency: int | None = None):
+                 max_concurrency: int | None = None, session=None, config=None):
         from botocore import exceptions as botocore_exceptions
 
         self.class_name = class_name
         self._runtime = runtime
+        # The boto3 session and botocore config the runtime client was made with: the batch API's
+        # `bedrock` and `s3` clients share its credentials, region and retry policy (`aws_client`).
+        self._session = session
+        self._config = config
         self._errors = botocore_exceptions
         self.tokenizer = tokenizer
         self.bedrock_model_id = bedrock_model_id
@@ -244,6 +248,23 @@ class BedrockClient(BlockingClient):
         provider, body, _ = INVOKE_FAMILIES[self.class_name]
         return {"modelId": invoke_model_id(request, provider, self.bedrock_model_id), "body": body(request)}
 
+    def wire_body(self, raw: dict[str, Any]) -> bytes:
+        """The HTTP body the online call of `raw_request` sends: InvokeModel's JSON body as `_send` dumps it;
+        Converse's as botocore serializes the keyword arguments (modelId goes in the path, not the body).
+        A Bedrock batch record's `modelInput` is these bytes."""
+        if self.is_converse:
+            operation = self._runtime.meta.service_model.operation_model("Converse")
+            return self._runtime._serializer.serialize_to_request(raw, operation)["body"]
+        return json.dumps(raw["body"]).encode("utf-8")
+
+    def aws_client(self, service_name: str):
+        """A boto3 client of another AWS service (the batch API's `bedrock`, `s3`) with this deployment's
+        credentials, region and config; botocore honours `AWS_ENDPOINT_URL_<SERVICE>` for it as well."""
+        import boto3
+
+        session = self._session or boto3.session.Session()
+        return session.client(service_name, region_name=self.region, config=self._config)
+
     def attempt(self, request: dict) -> Attempt:
         """Send the request once and classify what came back. Never raises for SDK outcomes."""
         try:
@@ -265,7 +286,7 @@ class BedrockClient(BlockingClient):
             response = self._runtime.converse(**raw)
             return self._converse_result(request, response)
         start = time.time()
-        response = self._runtime.invoke_model(body=json.dumps(raw["body"]), modelId=raw["modelId"],
+        response = self._runtime.invoke_model(body=self.wire_body(raw), modelId=raw["modelId"],
                                               accept=JSON_CONTENT_TYPE, contentType=JSON_CONTENT_TYPE)
         body = response["body"].read()  # inside the timing, as HELM's wrap_request_time
         try:
@@ -275,14 +296,17 @@ class BedrockClient(BlockingClient):
         elapsed = time.time() - start
         return self._invoke_result(request, response, payload, start, elapsed)
 
-    def _converse_result(self, request: dict, response: dict) -> Attempt:
+    def _converse_result(self, request: dict, response: dict, request_datetime: int | None = None) -> Attempt:
+        """A Converse reply as HELM reads it; `request_datetime` given (a batch record has no Date header)
+        or from the reply's HTTP Date header."""
         headers = (response.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}
         try:
             text = response["output"]["message"]["content"][0]["text"]
             stop_reason = response["stopReason"]
             completion = truncate_and_tokenize_response_text(text.lstrip(), request, self.tokenizer, stop_reason)
             request_time = response["metrics"]["latencyMs"] / 1000
-            request_datetime = _date_header_timestamp(headers["date"])
+            if request_datetime is None:
+                request_datetime = _date_header_timestamp(headers["date"])
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
             return Attempt(SERVER_ERROR, message=f"malformed Converse response: {type(e).__name__}: {e}",
                            status=200, headers=rate_limit_headers(headers))
@@ -445,4 +469,5 @@ def bedrock_client(deployment, credentials, max_concurrency: int | None = None, 
                                     **timeouts)
     runtime = session.client("bedrock-runtime", region_name=region, config=config)
     return BedrockClient(class_name, runtime, tokenizer, bedrock_model_id=_text(args.get("bedrock_model_id")),
-                         secrets=secrets, region=region, max_concurrency=max_concurrency)
+                         secrets=secrets, region=region, max_concurrency=max_concurrency, session=session,
+                         config=config)

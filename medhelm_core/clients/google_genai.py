@@ -40,6 +40,10 @@ so that a missing one stops the run's checks. Where requests go: the SDK's `$GOO
 `base_url` client_spec arg or `googleBaseUrl` in credentials.conf wins over those. (With a base URL
 and no project+location the SDK posts to the bare base URL, its API-gateway mode.)
 
+Batch mode (`medhelm_core.batch.gemini`) reuses this client: `wire_request` is the body the SDK's
+`generate_content` would post (its HTTP call intercepted), `replay` the Attempt made of an answer the
+batch gave (the SDK's own parsing and error raising, then HELM's reading, as above).
+
 No SDK retries (the SDK's default without `retry_options`); the timeout is that of the httpx client
 given to the SDK (`HttpOptions.timeout` would add an `X-Server-Timeout` header HELM does not send).
 Errors: 429 / RESOURCE_EXHAUSTED -> rate_limited, with the
@@ -48,6 +52,7 @@ Errors: 429 / RESOURCE_EXHAUSTED -> rate_limited, with the
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -238,19 +243,59 @@ class GoogleGenAIClient(BlockingClient):
         )
 
     # -- one try
+    def prepare(self, request: dict) -> tuple[str, list, Any]:
+        """(model, contents, config) of HELM's request, as `attempt` hands them to the SDK. `_HelmRaises`
+        (or KeyError, TypeError, ValueError: a malformed message, a config the SDK refuses) where the
+        request is refused before sending."""
+        if request.get("echo_prompt"):
+            raise _HelmRaises("GoogleGenAIClient does not support Request.echo_prompt")
+        return self.model_name(request), self.contents(request), self.config(request)
+
+    def refused(self, e: Exception) -> Attempt:
+        """The fatal Attempt of a request `prepare` refused."""
+        if isinstance(e, _HelmRaises):
+            return Attempt(FATAL, message=f"invalid request: {e}")
+        return Attempt(FATAL, message=self.redact(f"invalid request: {type(e).__name__}: {e}"))
+
     def attempt(self, request: dict) -> Attempt:
         try:
-            if request.get("echo_prompt"):
-                raise _HelmRaises("GoogleGenAIClient does not support Request.echo_prompt")
-            model, contents, config = self.model_name(request), self.contents(request), self.config(request)
-        except _HelmRaises as e:
-            return Attempt(FATAL, message=f"invalid request: {e}")
-        except (KeyError, TypeError, ValueError) as e:  # a malformed message, a config the SDK refuses
-            return Attempt(FATAL, message=self.redact(f"invalid request: {type(e).__name__}: {e}"))
+            prepared = self.prepare(request)
+        except (_HelmRaises, KeyError, TypeError, ValueError) as e:
+            return self.refused(e)
+        return self._ask(self._client.models, *prepared)
+
+    # -- the batch API's view of the same call (medhelm_core.batch.gemini)
+    def wire_request(self, request: dict) -> tuple[str, bytes]:
+        """(model resource, body): the path's model (`models/gemini-...`) and the very JSON bytes the
+        SDK's `generate_content` posts for `request`, taken from the SDK's own request building (its
+        HTTP call intercepted before anything is sent). ValueError where the request is refused."""
+        try:
+            prepared = self.prepare(request)
+        except (_HelmRaises, KeyError, TypeError, ValueError) as e:
+            raise ValueError(self.refused(e).message.removeprefix("invalid request: ")) from None
+        capture = _Capture(self._client._api_client)
+        try:
+            self._genai.models.Models(capture).generate_content(model=prepared[0], contents=prepared[1],
+                                                                config=prepared[2])
+        except _Captured:
+            pass
+        if capture.body is None:
+            raise ValueError("the SDK sent no generateContent request")
+        return capture.path.rsplit(":", 1)[0], capture.body
+
+    def replay(self, request: dict, status: int, body: bytes, start: float, elapsed: float) -> Attempt:
+        """The Attempt this client makes of `request` had the API answered `body` with HTTP `status`:
+        the same SDK parsing and error classification as online, the clock fields the caller's."""
+        prepared = self.prepare(request)
+        return self._ask(self._genai.models.Models(_Replay(self._client._api_client, status, body)), *prepared,
+                         clock=(start, elapsed))
+
+    def _ask(self, models, model: str, contents: list, config: Any,
+             clock: tuple[float, float] | None = None) -> Attempt:
         errors = self._genai.errors
         start = time.time()
         try:
-            response = self._client.models.generate_content(model=model, contents=contents, config=config)
+            response = models.generate_content(model=model, contents=contents, config=config)
         except errors.APIError as e:
             response_obj = getattr(e, "response", None)
             return classify_google_error(e.code, e.details, getattr(response_obj, "headers", None),
@@ -262,6 +307,8 @@ class GoogleGenAIClient(BlockingClient):
         except Exception as e:  # noqa: BLE001 - auth refresh failures, malformed replies
             return self._other_error(e)
         elapsed = time.time() - start
+        if clock is not None:
+            start, elapsed = clock
         usage = _usage(getattr(response, "usage_metadata", None))
         try:
             completions = self.completions(response)
@@ -316,6 +363,51 @@ class GoogleGenAIClient(BlockingClient):
                 completion["thinking"] = {"text": "".join(thinking)}
             out.append(completion)
         return out
+
+
+class _Captured(Exception):
+    pass
+
+
+class _SDKClientView:
+    """The SDK's API client as `Models` sees it, but for its `request` (the one HTTP call of
+    `generate_content`): the subclasses decide what that call does."""
+
+    def __init__(self, api_client):
+        self._real = api_client
+
+    def __getattr__(self, name: str):
+        return getattr(self._real, name)
+
+
+class _Capture(_SDKClientView):
+    """Keeps the path and body `generate_content` would post, and posts nothing. The body is serialized
+    as the SDK's `_request_once` does (`json.dumps` of the request dict less its `_url`/`_query` keys)."""
+    path: str | None = None
+    body: bytes | None = None
+
+    def request(self, http_method, path, request_dict, http_options=None, *args, **kwargs):
+        data = {k: v for k, v in request_dict.items() if not k.startswith("_")}
+        self.path, self.body = path, json.dumps(data).encode("utf-8")
+        raise _Captured()
+
+
+class _Replay(_SDKClientView):
+    """Answers `generate_content`'s HTTP call with a given status and body as the SDK's `request` does:
+    its own error raising (`APIError.raise_for_response`), then the body with the response's headers."""
+
+    def __init__(self, api_client, status: int, body: bytes):
+        super().__init__(api_client)
+        self._status, self._body = status, body
+
+    def request(self, http_method, path, request_dict, http_options=None, *args, **kwargs):
+        from google.genai import _api_client, errors, types
+
+        response = httpx.Response(self._status, content=self._body, headers={"content-type": "application/json"},
+                                  request=httpx.Request("POST", "https://batch.invalid/" + path))
+        errors.APIError.raise_for_response(response)
+        headers = _api_client.HttpResponse(response.headers).headers
+        return types.HttpResponse(headers=headers, body=response.text)
 
 
 class _TimeoutClient(httpx.Client):

@@ -220,7 +220,8 @@ class _Pass:
                 self.report.online_deployments.add(deployment)
         else:
             try:
-                api = batch_api(ws.client(deployment), flavour, ws.deployment_settings(deployment).batch_max_requests)
+                settings = ws.deployment_settings(deployment)
+                api = batch_api(ws.client(deployment), flavour, settings.batch_max_requests, settings)
             except MedhelmError as e:  # no key, a missing SDK: one line (the online path says it too)
                 self._error(f"{deployment}: no batch client: {e}")
         self._apis[cache] = api
@@ -313,7 +314,11 @@ class _Pass:
         self.report.batch_deployments.add(deployment)
         self.report.invalid += len(sub.invalid)
         self.report.requests_submitted[stage] = self.report.requests_submitted.get(stage, 0) + sub.batched_keys
-        not_held = list(sub.invalid) + list(sub.skipped)
+        not_held = list(sub.invalid) + list(sub.skipped) + list(sub.online)
+        if sub.online:  # under the vendor's fewest a batch may hold (Bedrock: 100): the online runs ask them
+            least = getattr(api, "min_requests", api.flavour.min_requests)
+            self._event(f"{deployment}: {len(sub.online):,} {stage} requests asked online: too few for a "
+                        f"{api.flavour.name} batch (at least {least:,} of one model)")
         for batch_id, why in sub.abandoned.items():
             not_held += ledger.item_keys(self.store, batch_id)
             self._error(f"{deployment}: batch {batch_id} not created: {why}")
