@@ -99,6 +99,9 @@ class DeploymentSettings(BaseModel):
     # (s3://bucket[/prefix]), and the IAM service role Bedrock assumes to read and write them.
     batch_s3_uri: Optional[str] = None
     batch_role_arn: Optional[str] = None
+    # Vertex AI batch prediction (`batch.vertex`): the Cloud Storage prefix (gs://bucket[/prefix]) its input
+    # and output files go under.
+    batch_gcs_uri: Optional[str] = None
     # Fewest requests of one model a batch holds (None: the vendor's, Bedrock's quota 100, which AWS raises
     # or lowers per account); fewer are asked online.
     batch_min_requests: Optional[int] = None

@@ -10,10 +10,16 @@
   each result read into the online client's Attempt; a create whose answer was lost is found again
   by size, time and custom_ids (see its docstring).
 * `gemini`: the Gemini API's batch mode through the deployment's `GoogleGenAIClient` (Gemini API mode;
-  Vertex AI is refused): a JSONL file uploaded through the Files API, a line `{"key": <request key>,
+  Vertex AI mode is `vertex`'s): a JSONL file uploaded through the Files API, a line `{"key": <request key>,
   "request": <the online generateContent body, byte for byte>}`, one batch per model; each response or
   error line read by the online client's own SDK parsing into its Attempt; a lost create is found again
   by the batch's display name (our batch id and the file id). `apis.batch_api` picks the class for a flavour.
+* `vertex`: Vertex AI batch prediction through the same `GoogleGenAIClient` in Vertex AI mode (its SDK
+  client, gcsfs with its Google credentials): a JSONL file in Cloud Storage (setting `batch_gcs_uri`), a line
+  `{"request": <the online generateContent body, byte for byte>}`, one batchPredictionJob per model named
+  `medhelm-<our batch id>`; each output line goes to the key whose body its echoed `request` is (no id of
+  ours is documented on a line), read by the online client's SDK parsing; a lost create is found again by
+  listing with `display_name="medhelm-<batch id>"`. `apis.batch_api` gives it a Vertex AI mode client.
 * `bedrock`: Amazon Bedrock batch inference through the deployment's `BedrockClient` (its boto3 session:
   `s3` and `bedrock` clients): a JSONL file in S3 (settings `batch_s3_uri`, `batch_role_arn`), a record
   `{"recordId": <request key>, "modelInput": <the online InvokeModel body, or for Nova (Converse) the

@@ -1,7 +1,8 @@
 """Which class speaks a deployment's batch dialect: `protocol.BatchAPI` (OpenAI, Azure OpenAI) or
 `anthropic.AnthropicBatchAPI` (Anthropic's Message Batches) or `gemini.GeminiBatchAPI` (the Gemini API's
-batch mode) or `bedrock.BedrockBatchAPI` (Amazon Bedrock batch inference: S3 files, a model invocation
-job). Above them all, so none imports another."""
+batch mode) or `vertex.VertexBatchAPI` (Vertex AI batch prediction: the same `GoogleGenAIClient` class in
+Vertex AI mode, Cloud Storage files, a batchPredictionJob) or `bedrock.BedrockBatchAPI` (Amazon Bedrock batch
+inference: S3 files, a model invocation job). Above them all, so none imports another."""
 from __future__ import annotations
 
 from medhelm_core.batch.protocol import ANTHROPIC, BatchAPI, Flavour
@@ -10,7 +11,9 @@ from medhelm_core.batch.protocol import ANTHROPIC, BatchAPI, Flavour
 def batch_api(client, flavour: Flavour, max_requests: int | None = None, settings=None):
     """The batch endpoints of a deployment through its online client (the Anthropic SDK is the
     [anthropic] extra: its module is imported only for an Anthropic deployment). `settings`: the
-    deployment's `DeploymentSettings` (Bedrock reads its batch_s3_uri and batch_role_arn)."""
+    deployment's `DeploymentSettings` (Bedrock reads its batch_s3_uri and batch_role_arn, Vertex AI its
+    batch_gcs_uri). A `GoogleGenAIClient` deployment (flavour gemini) in Vertex AI mode gets `VertexBatchAPI`,
+    whose own flavour (`protocol.VERTEX`) its ledger rows carry."""
     if flavour.name == "bedrock":  # boto3 ([aws] extra) loads with the client already
         from medhelm_core.batch.bedrock import BedrockBatchAPI
 
@@ -21,6 +24,11 @@ def batch_api(client, flavour: Flavour, max_requests: int | None = None, setting
         from medhelm_core.batch.anthropic import AnthropicBatchAPI
 
         return AnthropicBatchAPI(client, flavour, max_requests)
+    if flavour.name in ("gemini", "vertex") and getattr(client, "vertexai", False):
+        from medhelm_core.batch.protocol import VERTEX
+        from medhelm_core.batch.vertex import VertexBatchAPI
+
+        return VertexBatchAPI(client, VERTEX, max_requests, gcs_uri=getattr(settings, "batch_gcs_uri", None))
     if flavour.name == "gemini":  # the google-genai SDK ([google] extra) loads with the client already
         from medhelm_core.batch.gemini import GeminiBatchAPI
 

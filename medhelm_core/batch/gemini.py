@@ -1,6 +1,6 @@
 """The Gemini API's batch mode, through the deployment's own `GoogleGenAIClient` (its google-genai SDK
 client: same base URL, `x-goog-api-key`). Gemini API mode only: a Vertex AI deployment (batch prediction
-jobs, files on GCS) is refused with one line and runs online.
+jobs, files in Cloud Storage) is `batch.vertex`'s.
 
 Wire protocol (https://ai.google.dev/gemini-api/docs/batch-mode, https://ai.google.dev/api/batch-api,
 https://ai.google.dev/api/files; the SDK's `batches.py`, `files.py` and `_api_client.py` are what is sent):
@@ -114,7 +114,7 @@ class GeminiBatchAPI:
     def __init__(self, client, flavour: Flavour = GEMINI, max_requests: int | None = None):
         if getattr(client, "vertexai", False):
             raise MedhelmError("Gemini batch mode is for the Gemini API; this deployment calls Vertex AI, whose "
-                               "batch prediction is not supported yet (it runs online)")
+                               "batch prediction is batch.vertex.VertexBatchAPI (apis.batch_api picks it)")
         self.client = client
         self.flavour = flavour
         self.max_requests = min(max_requests or flavour.max_requests, flavour.max_requests)

@@ -114,6 +114,13 @@ FLAVOUR_OF_CLIENT_CLASS.update({BEDROCK_PREFIX + name: BEDROCK for name in BEDRO
 GEMINI = Flavour("gemini", ":generateContent", 100_000, 2 * 1024 ** 3, False, 0.5)
 FLAVOURS[GEMINI.name] = GEMINI
 FLAVOUR_OF_CLIENT_CLASS[GOOGLE_GENAI_CLIENT] = GEMINI
+# Vertex AI batch prediction for Gemini (`batch.vertex`): the same client class in Vertex AI mode, told apart
+# by its client (`apis.batch_api`), so `flavour_of` still says GEMINI for the deployment. 50% off the online
+# price (https://cloud.google.com/vertex-ai/generative-ai/docs/multimodal/batch-prediction-gemini, "Batch
+# processing costs 50% less than real-time inference"; https://cloud.google.com/vertex-ai/generative-ai/pricing);
+# a JSONL input file in Cloud Storage of up to 200,000 requests and 1 GB (Google's stated job limits).
+VERTEX = Flavour("vertex", ":generateContent", 200_000, 1024 ** 3, False, 0.5)
+FLAVOURS[VERTEX.name] = VERTEX
 
 
 def flavour_of(deployment) -> Flavour | None:
