@@ -22,6 +22,7 @@ import time
 from typing import Callable, Optional
 
 from medhelm_core import journal, owners
+from medhelm_core.combining import Combiner, Piece
 from medhelm_core.errors import MedhelmError
 from medhelm_core.pg_session import PgSession
 
@@ -55,52 +56,143 @@ def drop_claims(conn, claimants: list[str]) -> None:
 
 
 class TableClaims:
-    """Claims in the store's own `completion_claims` table (see the module's doc)."""
+    """Claims in the store's own `completion_claims` table (see the module's doc). The claims (and
+    the commits) that the threads of a process hand in at the same moment are made together: one
+    lookup and one insert for all of them (`combining`), in a transaction the store may share too
+    (`Store.combined`)."""
 
     def __init__(self, store):
         self.store = store
+        self._claims = Combiner(self._claim_batch)
+        self._commits = Combiner(self._commit_batch)
 
     def claim(self, keys: list[str], owner: str, lease_s: float, also: Optional[Write] = None) -> set[str]:
         """Claim the keys nobody alive is asking and nobody answered; returns those now `owner`'s.
-        `also` runs in the same transaction."""
-        recovered: list = []
-        with self.store.transaction() as conn:
-            if also is not None:
-                also(conn)
-            dead = dead_claimants(conn, lease_s, keys=keys, besides=owner)
-            if dead:  # take over: first fold in what they journaled, then drop their claims
-                recovered = self.store.replay(conn, dead=set(dead).__contains__)
-                drop_claims(conn, dead)
-            conn.execute(
-                "INSERT INTO completion_claims (request_key, owner, heartbeat)"
-                " SELECT k, ?, ? FROM (SELECT DISTINCT unnest(?::VARCHAR[]) AS k)"
-                " WHERE k NOT IN (SELECT request_key FROM completions)"
-                " AND k NOT IN (SELECT request_key FROM completion_claims)",
-                [owner, time.time(), keys])
-            rows = conn.execute("SELECT request_key, owner FROM completion_claims"
-                                " WHERE request_key IN (SELECT unnest(?::VARCHAR[]))", [keys]).fetchall()
+        `also` runs in the same transaction. Keys are looked up through the tables' key indexes
+        (never a scan of `completions`, which grows with every answer)."""
+        return self._claims.submit(_Ask(list(dict.fromkeys(keys)), owner, lease_s, also))
+
+    def _claim_batch(self, pieces: list[Piece]) -> None:
+        try:
+            mine, recovered = self.store.combined(lambda conn: _claim_all(self.store, conn, [p.work for p in pieces]))
+        except Exception as e:  # noqa: BLE001 - each alone, so that an error is only its own ask's
+            if len(pieces) == 1:
+                pieces[0].settle(error=e)
+                return
+            for piece in pieces:
+                try:
+                    piece.settle(self._claim_batch_alone(piece.work))
+                except BaseException as e:  # noqa: BLE001 - raised in the asking thread
+                    piece.settle(error=e)
+            return
         journal.remove(recovered)
-        return {k for k, o in rows if o == owner}
+        for piece, keys in zip(pieces, mine):
+            piece.settle(keys)
+
+    def _claim_batch_alone(self, ask: "_Ask") -> set[str]:
+        mine, recovered = self.store.combined(lambda conn: _claim_all(self.store, conn, [ask]))
+        journal.remove(recovered)
+        return mine[0]
 
     def commit(self, owner: str, settled: list[str], write: Write) -> None:
         """`write` (the answers and failures of a batch) and the settling of their claims, in one
         transaction; the owner's other claims get a fresh heartbeat."""
-        with self.store.transaction() as conn:
-            write(conn)
-            conn.execute("DELETE FROM completion_claims WHERE owner = ? AND request_key IN"
-                         " (SELECT unnest(?::VARCHAR[]))", [owner, settled])
-            conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner = ?", [time.time(), owner])
+        self._commits.submit((owner, list(settled), write))
+
+    def _commit_batch(self, pieces: list[Piece]) -> None:
+        def work(conn) -> None:
+            keys, owners = [], []
+            for owner, settled, write in (p.work for p in pieces):
+                write(conn)
+                keys += settled
+                owners += [owner] * len(settled)
+            if keys:
+                conn.execute("DELETE FROM completion_claims c USING (SELECT unnest(?::VARCHAR[]) AS k,"
+                             " unnest(?::VARCHAR[]) AS o) s WHERE c.request_key = s.k AND c.owner = s.o",
+                             [keys, owners])
+            conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner IN (SELECT unnest(?::VARCHAR[]))",
+                         [time.time(), sorted({p.work[0] for p in pieces})])
+
+        try:
+            self.store.combined(work)
+        except Exception as e:  # noqa: BLE001 - each alone, so that an error is only its own commit's
+            if len(pieces) == 1:
+                pieces[0].settle(error=e)
+                return
+            for piece in pieces:
+                try:
+                    self._commit_batch([piece])
+                except BaseException as e2:  # noqa: BLE001
+                    piece.settle(error=e2)
+            return
+        for piece in pieces:
+            piece.settle()
 
     def heartbeat(self, owner: str) -> None:
-        with self.store.transaction() as conn:
+        def work(conn) -> None:
             conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner = ?", [time.time(), owner])
 
+        self.store.combined(work)
+
     def release(self, owner: str) -> None:
-        with self.store.transaction() as conn:
+        def work(conn) -> None:
             conn.execute("DELETE FROM completion_claims WHERE owner = ?", [owner])
+
+        self.store.combined(work)
 
     def close(self) -> None:
         pass
+
+
+class _Ask:
+    """One claim handed in: its keys (distinct, in order), owner, lease and extra write."""
+
+    __slots__ = ("keys", "owner", "lease_s", "also")
+
+    def __init__(self, keys: list[str], owner: str, lease_s: float, also: Optional[Write]):
+        self.keys, self.owner, self.lease_s, self.also = keys, owner, lease_s, also
+
+
+def _claim_all(store, conn, asks: list[_Ask]) -> tuple[list[set[str]], list]:
+    """The claims of `asks` in one transaction: one lookup of the claims held on all their keys, one
+    of the answers, one insert. A key two asks want goes to the first. Returns each ask's keys now
+    its owner's (its earlier claims on them included), and the journal segments replayed."""
+    for ask in asks:
+        if ask.also is not None:
+            ask.also(conn)
+    every = list(dict.fromkeys(k for ask in asks for k in ask.keys))
+    held = conn.execute("SELECT request_key, owner, heartbeat FROM completion_claims"
+                        " WHERE request_key IN (SELECT unnest(?::VARCHAR[]))", [every]).fetchall()
+    asking = {ask.owner for ask in asks}
+    beats: dict[str, float] = {}
+    for _, o, beat in held:
+        beats[o] = max(beats.get(o, 0.0), beat or 0.0)
+    lease_s = min(ask.lease_s for ask in asks)
+    dead = set(_dead([(o, b) for o, b in beats.items() if o not in asking], lease_s))
+    recovered: list = []
+    if dead:  # take over: first fold in what they journaled, then drop their claims
+        recovered = store.replay(conn, dead=dead.__contains__)
+        drop_claims(conn, sorted(dead))
+    holder = {k: o for k, o, _ in held if o not in dead}
+    answered = {k for (k,) in conn.execute(
+        "SELECT request_key FROM completions WHERE request_key IN (SELECT unnest(?::VARCHAR[]))", [every]).fetchall()}
+    mine: list[set[str]] = []
+    new_keys, new_owners = [], []
+    for ask in asks:
+        got = set()
+        for k in ask.keys:
+            if holder.get(k) == ask.owner:
+                got.add(k)
+            elif k not in holder and k not in answered:
+                holder[k] = ask.owner
+                new_keys.append(k)
+                new_owners.append(ask.owner)
+                got.add(k)
+        mine.append(got)
+    if new_keys:
+        conn.execute("INSERT INTO completion_claims (request_key, owner, heartbeat)"
+                     " SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?", [new_keys, new_owners, time.time()])
+    return mine, recovered
 
 
 # -- a table in the catalog's PostgreSQL (a DuckLake) ------------------------------------------------

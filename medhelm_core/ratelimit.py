@@ -379,6 +379,10 @@ class EndpointLimiter:
         self.in_flight = 0
         self.paused_until = 0.0
         self.cond = threading.Condition()
+        # (priority, arrival, its own condition on `cond`'s lock): a freed slot wakes only the waiter
+        # first in line, not every worker of every run waiting on the deployment (at a suite's width,
+        # hundreds of threads woken per answer, each taking the GIL to go back to sleep).
+        self._waiting: list[tuple[float, int, threading.Condition]] = []
         self.rpm = TokenBucket(settings.requests_per_minute) if settings.requests_per_minute else None
         self.tpm = TokenBucket(settings.tokens_per_minute) if settings.tokens_per_minute else None
         self._last_decrease = -math.inf
@@ -386,7 +390,6 @@ class EndpointLimiter:
         self._successes = 0
         self._avg_tokens = 0.0
         self.history: list[tuple[float, int]] = [(time.time(), int(self.limit))]  # (time, limit) on change
-        self._waiting: list[tuple[float, int]] = []  # (priority, arrival) of the workers waiting for a slot
         self._tickets = itertools.count()
         self.counts: dict[str, int] = {}
 
@@ -403,7 +406,8 @@ class EndpointLimiter:
         """Wait for a slot (and bucket capacity); None if `stop` was set meanwhile. A free slot
         goes to the waiter with the lowest `priority` (then the longest waiting): the runs of a
         suite that started first finish first, so their scoring overlaps the others' calls."""
-        ticket = (priority, next(self._tickets))
+        mine = threading.Condition(self.cond._lock)   # noqa: SLF001 - the limiter's own lock, shared
+        ticket = (priority, next(self._tickets), mine)
         with self.cond:
             heapq.heappush(self._waiting, ticket)
             try:
@@ -412,19 +416,19 @@ class EndpointLimiter:
                         return None
                     now = time.monotonic()
                     if now < self.paused_until:
-                        self.cond.wait(min(self.paused_until - now, 0.5))
+                        mine.wait(min(self.paused_until - now, 0.5))
                         continue
-                    if self.in_flight < self.current_limit and self._waiting[0] == ticket:
+                    if self.in_flight < self.current_limit and self._waiting[0] is ticket:
                         self.in_flight += 1
                         break
-                    self.cond.wait(0.5)
+                    mine.wait(0.5)   # woken when first in line and a slot is free; 0.5 s: to see `stop`
             finally:
-                if self._waiting and self._waiting[0] == ticket:
+                if self._waiting and self._waiting[0] is ticket:
                     heapq.heappop(self._waiting)
                 else:  # stopped while waiting behind others
                     self._waiting.remove(ticket)
                     heapq.heapify(self._waiting)
-                self.cond.notify_all()  # the next in line may take a slot that is still free
+                self._wake_next()  # the next in line may take a slot that is still free
         try:
             if self.rpm is not None and not self.rpm.take(1, stop):
                 raise _Stopped
@@ -444,7 +448,13 @@ class EndpointLimiter:
     def _free(self) -> None:
         with self.cond:
             self.in_flight -= 1
-            self.cond.notify_all()
+            self._wake_next()
+
+    def _wake_next(self) -> None:
+        """Wake the waiter first in line when a slot is free (under `cond`): it takes the slot, then
+        wakes the next. (A pause is waited out by the first in line itself.)"""
+        if self._waiting and self.in_flight < self.current_limit:
+            self._waiting[0][2].notify()
 
     def release(self, lease: Lease, kind: str, retry_after_s: float | None = None,
                 headers: Mapping[str, str] | None = None, used_tokens: int | None = None) -> None:
@@ -479,7 +489,7 @@ class EndpointLimiter:
             elif kind in TRANSIENT:
                 self._successes = 0
             self._observe_headers(headers or {}, now)
-            self.cond.notify_all()
+            self._wake_next()
 
     def _observe_headers(self, headers: Mapping[str, str], now: float) -> None:
         remaining = _int_header(headers, "x-ratelimit-remaining-requests")

@@ -17,12 +17,13 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import duckdb
 import filelock
 
 from medhelm_core import journal
+from medhelm_core.combining import Combiner, Piece
 from medhelm_core.errors import MedhelmError, shorten
 from medhelm_core.claims import TableClaims, dead_claimants, drop_claims
 from medhelm_core.resources import ddl
@@ -84,6 +85,8 @@ class _Database:
         self.opened_at = self.last_use = self.forced_at = 0.0
         self.opened_ns = 0
         self._closer: threading.Thread | None = None
+        self.holder: int | None = None   # the thread using the connection (`depth` > 0)
+        self.combiner: Combiner | None = None   # `Store.combined`'s, made by the first Store that asks
 
     @contextmanager
     def connection(self, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -93,12 +96,15 @@ class _Database:
             if self.conn is None:
                 self._open(read_only)
             self.depth += 1
+            self.holder = threading.get_ident()
             cursor = self.conn.cursor()
             try:
                 yield cursor
             finally:
                 cursor.close()
                 self.depth -= 1
+                if self.depth == 0:
+                    self.holder = None
                 self.last_use = time.monotonic()
                 if self.depth == 0:
                     if not self.holders:
@@ -186,6 +192,9 @@ class _Database:
                     self._close()
 
 
+T = TypeVar("T")
+
+
 @functools.lru_cache(maxsize=None)
 def _file_slots(folder: Path) -> FileSlots:
     return FileSlots(folder)
@@ -231,9 +240,10 @@ class Store:
         """Whether anything was ever written (a reader has tables to read)."""
         return self.path.exists()
 
-    @property
+    @functools.cached_property
     def slots(self) -> FileSlots:
-        """The deployments' request slots shared by the processes of this machine (`slots`)."""
+        """The deployments' request slots shared by the processes of this machine (`slots`); asked
+        twice per request, so kept."""
         return _file_slots(Path(str(self.path.absolute()) + ".slots"))
 
     @contextmanager
@@ -281,6 +291,42 @@ class Store:
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
         with self.connect() as conn, in_transaction(conn):
             yield conn
+
+    def combined(self, fn: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+        """`fn(conn)` in a store transaction that it may share with the `combined` work other threads
+        of this process hand in meanwhile (flat combining: the thread that gets the turn runs every
+        piece queued, in order, and commits once). A suite's engines settle their claims and answers
+        in hundreds of small transactions; each costs a turn of the store's one writer, a commit, and
+        the GIL waits of the thread holding the turn, which under load outweigh the statements. A
+        shared transaction that fails is rolled back and each piece is run again alone, so one
+        piece's error is only its own. `fn` must not keep a side effect outside the transaction
+        (it may run twice) and must not wait for another thread's store work."""
+        db = _database(self.path, self.lock_timeout_s)
+        if db.holder == threading.get_ident():   # inside this thread's own use of the store: alone
+            with self.transaction() as conn:
+                return fn(conn)
+        with _DATABASES_LOCK:
+            if db.combiner is None:
+                db.combiner = Combiner(self._run_batch)
+        return db.combiner.submit(fn)
+
+    def _run_batch(self, batch: list[Piece]) -> None:
+        if len(batch) > 1:
+            try:
+                with self.transaction() as conn:
+                    results = [piece.work(conn) for piece in batch]
+            except Exception:  # noqa: BLE001 - each piece again alone: the error is found and kept by its own
+                pass
+            else:
+                for piece, result in zip(batch, results):
+                    piece.settle(result)
+                return
+        for piece in batch:
+            try:
+                with self.transaction() as conn:
+                    piece.settle(piece.work(conn))
+            except BaseException as e:  # noqa: BLE001 - raised in the thread that handed the piece in
+                piece.settle(error=e)
 
 
 @contextmanager
@@ -380,12 +426,16 @@ def replay_answers(conn: duckdb.DuckDBPyConnection, db_path: str | Path, dead=No
 
 def insert_rows(conn: duckdb.DuckDBPyConnection, table: str, columns: list[str], rows: list[tuple],
                 or_ignore: bool = False) -> None:
-    """Bulk insert (DuckDB's executemany runs one statement per row, far too slow for stats)."""
+    """Bulk insert (DuckDB's executemany runs one statement per row, far too slow for stats): the rows
+    as an Arrow table that DuckDB scans in place (half the CPU of a pandas frame for the few dozen
+    rows of an engine's commit); a pandas frame where Arrow cannot type a column (mixed values)."""
     if not rows:
         return
-    import pandas as pd
+    frame = _arrow_rows(columns, rows)
+    if frame is None:
+        import pandas as pd
 
-    frame = pd.DataFrame.from_records(rows, columns=columns)
+        frame = pd.DataFrame.from_records(rows, columns=columns)
     conn.register("_medhelm_rows", frame)
     try:
         cols = ", ".join(columns)
@@ -393,3 +443,12 @@ def insert_rows(conn: duckdb.DuckDBPyConnection, table: str, columns: list[str],
         conn.execute(f"{verb} INTO {table} ({cols}) SELECT {cols} FROM _medhelm_rows")
     finally:
         conn.unregister("_medhelm_rows")
+
+
+def _arrow_rows(columns: list[str], rows: list[tuple]):
+    import pyarrow as pa
+
+    try:
+        return pa.Table.from_arrays([pa.array([row[i] for row in rows]) for i in range(len(columns))], names=columns)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+        return None

@@ -180,8 +180,8 @@ def build_dataset(ws: Workspace, partition_key: str, for_run: bool = False) -> d
 @in_data_scope
 def _build_dataset(ws: Workspace, partition_key: str) -> dict:
     with ws.store.connect() as conn:
-        row = conn.execute("SELECT scenario_spec, edition FROM scenario_specs WHERE partition_key = ?",
-                           [partition_key]).fetchone()
+        row = conn.execute("SELECT scenario_spec, edition, scenario_key, content_hash FROM scenario_specs"
+                           " WHERE partition_key = ?", [partition_key]).fetchone()
     if row is None:
         raise MedhelmError(f"dataset {partition_key!r} is not used by any registered run entry")
     sspec, ws = json.loads(row[0]), ws.for_edition(row[1])
@@ -189,6 +189,10 @@ def _build_dataset(ws: Workspace, partition_key: str) -> dict:
     defn = ws.catalog.scenario(sspec["class_name"])
     with ws.store.connect() as conn:
         have = conn.execute("SELECT num_instances FROM datasets WHERE scenario_key = ?", [key]).fetchone()
+        if have is not None and (row[2], row[3]) == (key, content):
+            # Built and recorded: what every run of the dataset after the first finds (no write turn).
+            return {"scenario_key": key, "content_hash": content, "num_instances": have[0], "built": False,
+                    "tier": defn.tier}
     built = False
     if have is None:
         instances = adapt.assign_instance_ids(_load(ws, defn, sspec, content))

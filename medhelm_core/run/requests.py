@@ -42,15 +42,15 @@ def build_requests(ws: Workspace, run: RunRef) -> dict:
     spec = load_run_spec(ws, run)
     adapter_spec = spec["adapter_spec"]
     key, _ = scenario_key(spec["scenario_spec"], ws.catalog)
-    with ws.store.connect() as conn:
+    with ws.store.connect() as conn:   # one turn of the store for both reads (the inner use is nested)
         built = conn.execute("SELECT 1 FROM datasets WHERE scenario_key = ?", [key]).fetchone()
-    if built is None:
-        raise MedhelmError(f"{run.run_name}: dataset {scenario_partition_key(spec['scenario_spec'], ws.edition)!r} is not built "
-                           f"(materialize its {tier_of(spec, ws.catalog)}_datasets partition first)")
-    # HELM's seed-0 draw (adapt.downsample_eval_instances), decoding only the instances it keeps; the
-    # train ones only when the prompts take in-context examples (with none, they change nothing).
-    sampled = sampled_instances(ws, key, adapter_spec.get("max_eval_instances"), adapter_spec.get("eval_splits"),
-                                with_train=adapter_spec.get("max_train_instances", 1) != 0)
+        if built is None:
+            raise MedhelmError(f"{run.run_name}: dataset {scenario_partition_key(spec['scenario_spec'], ws.edition)!r} "
+                               f"is not built (materialize its {tier_of(spec, ws.catalog)}_datasets partition first)")
+        # HELM's seed-0 draw (adapt.downsample_eval_instances), decoding only the instances it keeps; the
+        # train ones only when the prompts take in-context examples (with none, they change nothing).
+        sampled = sampled_instances(ws, key, adapter_spec.get("max_eval_instances"), adapter_spec.get("eval_splits"),
+                                    with_train=adapter_spec.get("max_train_instances", 1) != 0)
     states = adapt.build_request_states(adapter_spec, sampled,
                                         prompt_fitter(ws, adapter_spec["model_deployment"]))
     out = []

@@ -57,12 +57,11 @@ def store_stats(ws: Workspace, run: RunRef, spec: dict, states: list[dict], per_
         # perturbation_name, computed_on, count, sum, sum_squared, min, max, mean, variance, stddev
         stat_rows.append(row[:7] + (pert.get("name"), pert.get("computed_on")) + row[7:])
     jury_rows = _jury_score_rows(run, spec, states, ws.switches.jury_score_type)
-    with ws.store.connect() as conn:
+    path = str(run_dir(ws.output_path, run.suite, run.run_name))
+    with ws.store.transaction() as conn:
         meta = conn.execute(
             "SELECT d.scenario_metadata FROM run_entries r JOIN datasets d USING (scenario_key)"
             " WHERE r.suite = ? AND r.run_name = ?", [run.suite, run.run_name]).fetchone()
-    path = str(run_dir(ws.output_path, run.suite, run.run_name))
-    with ws.store.transaction() as conn:
         for table in ("instance_stats", "run_stats", "jury_scores", "runs"):
             conn.execute(f"DELETE FROM {table} WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
         insert_rows(conn, "instance_stats", INSTANCE_STAT_COLUMNS, inst_rows)

@@ -149,8 +149,10 @@ def _record_fingerprint(ws: Workspace, run: RunRef) -> None:
 
 
 def _forget_fingerprint(ws: Workspace, run: RunRef) -> None:
-    with ws.store.transaction() as conn:
+    def forget(conn) -> None:   # one small write of each starting run: in a shared transaction
         conn.execute("DELETE FROM run_fingerprints WHERE suite = ? AND run_name = ?", [run.suite, run.run_name])
+
+    ws.store.combined(forget)
 
 
 def run_one(ws: Workspace, run: RunRef, stages: Iterable[str] = STAGES, priority: float = 0.0,
@@ -191,20 +193,25 @@ def run_one(ws: Workspace, run: RunRef, stages: Iterable[str] = STAGES, priority
             out.info["scores"] = {k: computed[k] for k in ("per_instance_rows", "run_stats", "instances")}
             out.info["scores"]["directory"] = directory
             out.stages.append("scores")
-        if stages == list(STAGES):
-            _record_fingerprint(ws, run)
     except BaseException as e:  # noqa: BLE001 - reported per run; the suite goes on
         out.error = e
         if not isinstance(e, Exception):
             raise
-    # What the run's materializations report, asked here (in the run's thread) rather than by the
-    # thread that records them, so recording a run never waits on the store.
-    try:
-        if out.stages:
-            out.checks = {c.name: c.evaluate(ws, run) for c in run_checks.RUN_CHECKS if c.after in out.stages}
-            out.cost = run_cost(ws, run.suite, run.run_name)
-    except Exception as e:  # noqa: BLE001
-        out.error = out.error or e
+    complete = stages == list(STAGES) and out.error is None
+    if out.stages or complete:
+        try:
+            # One turn of the store for the run's last rows and reads (the uses inside are nested, so
+            # free): at a suite's width every turn of the store's one writer is waited for.
+            with ws.store.connect():
+                if complete:
+                    _record_fingerprint(ws, run)
+                # What the run's materializations report, asked here (in the run's thread) rather than
+                # by the thread that records them, so recording a run never waits on the store.
+                if out.stages:
+                    out.checks = {c.name: c.evaluate(ws, run) for c in run_checks.RUN_CHECKS if c.after in out.stages}
+                    out.cost = run_cost(ws, run.suite, run.run_name)
+        except Exception as e:  # noqa: BLE001
+            out.error = out.error or e
     out.seconds = time.time() - start
     return out
 

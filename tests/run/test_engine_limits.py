@@ -125,6 +125,68 @@ def test_retry_after_and_exhausted_headers_pause_the_deployment():
     assert time.monotonic() - start >= 0.25
 
 
+def test_a_freed_slot_goes_to_the_first_in_line_and_wakes_no_one_else():
+    """Lowest priority first, then arrival; a release wakes the one waiter first in line (each
+    waiter sleeps on its own condition), so dozens of runs' workers waiting on one deployment do
+    not all wake for every answer."""
+    import threading
+
+    lim = EndpointLimiter("d", DeploymentSettings(max_concurrency=1))
+    held = lim.acquire()
+    order, wakeups = [], {}
+    stop = threading.Event()
+
+    def waiter(priority):
+        lease = lim.acquire(stop=stop, priority=priority)
+        order.append(priority)
+        lim.release(lease, OK)
+
+    threads = []
+    for p in (3.0, 1.0, 2.0, 5.0, 4.0):
+        t = threading.Thread(target=waiter, args=(p,))
+        t.start()
+        threads.append(t)
+        while len(lim._waiting) < len(threads):
+            time.sleep(0.005)
+    # Count the wake-ups of each waiting condition from here on.
+    for _, _, cond in lim._waiting:
+        real = cond.notify
+        wakeups[id(cond)] = 0
+
+        def counted(n=1, _real=real, _key=id(cond)):
+            wakeups[_key] += 1
+            _real(n)
+        cond.notify = counted
+    lim.release(held, OK)
+    for t in threads:
+        t.join(5)
+    assert order == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert all(n == 1 for n in wakeups.values()), wakeups  # each waiter woken once: when its turn came
+    assert lim.in_flight == 0 and not lim._waiting
+
+
+def test_a_stopped_waiter_leaves_the_line_and_hands_on_its_turn():
+    import threading
+
+    lim = EndpointLimiter("d", DeploymentSettings(max_concurrency=1))
+    held = lim.acquire()
+    stop_first, got = threading.Event(), []
+    first = threading.Thread(target=lambda: got.append(("first", lim.acquire(stop=stop_first, priority=0.0))))
+    second = threading.Thread(target=lambda: got.append(("second", lim.acquire(priority=1.0))))
+    first.start()
+    while len(lim._waiting) < 1:
+        time.sleep(0.005)
+    second.start()
+    while len(lim._waiting) < 2:
+        time.sleep(0.005)
+    stop_first.set()
+    first.join(2)
+    lim.release(held, OK)
+    second.join(2)
+    assert dict(got)["first"] is None and dict(got)["second"] is not None
+    assert lim.in_flight == 1 and not lim._waiting
+
+
 # -- the engine against scripted endpoints ---------------------------------------------------------
 def _engine(tmp_path, server, settings, key="sk-test", **kw):
     client = OpenAICompatibleClient(server.base_url, key, openai_model_name="m", timeout_s=settings.timeout_s)
