@@ -28,6 +28,7 @@ from typing import Iterable, Iterator
 from medhelm_core.costs import run_cost
 from medhelm_core.editions import DEFAULT_EDITION
 from medhelm_core.engine import EngineReport
+from medhelm_core.errors import MedhelmError
 from medhelm_core.helm_files import run_dir
 from medhelm_core.run import annotations as annotation_layer
 from medhelm_core.run import checks as run_checks
@@ -36,7 +37,7 @@ from medhelm_core.run import datasets as dataset_layer
 from medhelm_core.run import requests as request_layer
 from medhelm_core.run import scores as score_layer
 from medhelm_core.run import scoring
-from medhelm_core.run.entries import run_workspace, scenario_partition_key
+from medhelm_core.run.entries import run_workspace, scenario_partition_key, spec_judges
 from medhelm_core.run.workspace import RunRef, Workspace
 from medhelm_core.code_digest import code_digest
 from medhelm_core.store import stable_hash, upsert
@@ -260,31 +261,48 @@ def _restore_switch_interval() -> None:
             sys.setswitchinterval(_switch["before"])
 
 
-def default_parallel_runs(facts: dict[RunRef, tuple[str, bool]]) -> int:
+def default_parallel_runs(facts: dict[RunRef, tuple[str, tuple[str, ...]]]) -> int:
     """Enough runs at once for every deployment to have two runs' work queued."""
     return max(4, min(64, 2 * len({dep for dep, _ in facts.values()})))
 
 
-def _run_facts(ws: Workspace, runs: list[RunRef]) -> dict[RunRef, tuple[str, bool]]:
-    """(model deployment, has annotators) of each run, in one query."""
+def _run_facts(ws: Workspace, runs: list[RunRef]) -> dict[RunRef, tuple[str, tuple[str, ...]]]:
+    """(model deployment, the judge deployments its annotators ask) of each run, in one query."""
     with ws.store.connect() as conn:
         rows = conn.execute(
-            "SELECT suite, run_name, model_deployment, json_array_length(coalesce(run_spec->'annotators', '[]'))"
+            "SELECT suite, run_name, model_deployment, run_spec->'annotators', edition"
             " FROM run_entries WHERE suite || '/' || run_name IN (SELECT unnest(?::VARCHAR[]))",
             [[r.key for r in runs]]).fetchall()
-    return {RunRef(s, n): (d or "", bool(a)) for s, n, d, a in rows}
+    facts = {}
+    for s, n, dep, annotators, edition in rows:
+        annotators = json.loads(annotators) if annotators else []
+        try:
+            judges = tuple(sorted({d for d, _ in spec_judges(ws.for_edition(edition or DEFAULT_EDITION),
+                                                             {"annotators": annotators}, n)}))
+        except MedhelmError:   # the run says so itself when it starts; here only its place in line
+            judges = ("?",) if annotators else ()
+        facts[RunRef(s, n)] = (dep or "", judges)
+    return facts
 
 
-def schedule(runs: list[RunRef], facts: dict[RunRef, tuple[str, bool]]) -> list[RunRef]:
-    """The order runs start in: runs with a jury first (their judges are the longest chain), and
-    within each group the deployments taken in turn, so every deployment gets work at once."""
+def schedule(runs: list[RunRef], facts: dict[RunRef, tuple[str, tuple[str, ...]]]) -> list[RunRef]:
+    """The order runs start in. First the runs that load the judges' deployments, the suite's
+    busiest: the runs with a jury (their judges are the longest chain), each deployment's before
+    its runs without, and the runs of the judges' own models (work those deployments can do while
+    the jury's model answers are still coming, instead of after the last judge call, when nothing
+    else is left for them); then the rest. Within each group the deployments are taken in turn, so
+    every deployment gets work at once."""
+    judge_deployments = {j for _, judges in facts.values() for j in judges}
+
+    def first(r: RunRef) -> bool:
+        dep, judges = facts.get(r, ("", ()))
+        return bool(judges) or dep in judge_deployments
+
     ordered = []
-    for jury_first in (True, False):
+    for group in (True, False):
         by_dep: dict[str, list[RunRef]] = {}
-        for r in runs:
-            dep, has_jury = facts.get(r, ("", False))
-            if has_jury == jury_first:
-                by_dep.setdefault(dep, []).append(r)
+        for r in sorted((r for r in runs if first(r) == group), key=lambda r: not facts.get(r, ("", ()))[1]):
+            by_dep.setdefault(facts.get(r, ("", ()))[0], []).append(r)
         queues = list(by_dep.values())
         while queues:
             ordered += [q.pop(0) for q in queues]

@@ -142,3 +142,24 @@ def test_runs_asking_the_same_requests_at_once_ask_each_once(tmp_path, server, m
     assert sum(o.new_calls for o in outcomes) == len(log)
     for name in ("first", "second"):
         assert assert_runs_equal_gold(tmp_path / "out", name, "oracle-private") == 300
+
+
+def test_schedule_puts_the_judges_work_first_and_takes_deployments_in_turn():
+    """Runs with a jury first (each deployment's before its runs without), then the judges' own
+    models' runs, interleaved by deployment; the other runs after. With two judges j1, j2."""
+    R = suite.RunRef
+    facts = {
+        R("s", "a-jury-1"): ("a", ("j1", "j2")), R("s", "a-jury-2"): ("a", ("j1", "j2")),
+        R("s", "a-plain-1"): ("a", ()), R("s", "a-plain-2"): ("a", ()),
+        R("s", "b-jury"): ("b", ("j1",)), R("s", "b-plain"): ("b", ()),
+        R("s", "j1-plain-1"): ("j1", ()), R("s", "j1-plain-2"): ("j1", ()), R("s", "j1-jury"): ("j1", ("j2",)),
+        R("s", "c-plain"): ("c", ()),
+    }
+    runs = list(facts)
+    order = [r.run_name for r in suite.schedule(runs, facts)]
+    assert order == ["a-jury-1", "b-jury", "j1-jury",         # first group: a, b, j1 in turn, juries first
+                     "a-jury-2", "j1-plain-1",
+                     "j1-plain-2",
+                     "a-plain-1", "b-plain", "c-plain",        # then the rest, in turn
+                     "a-plain-2"]
+    assert sorted(order) == sorted(r.run_name for r in runs)
