@@ -15,11 +15,14 @@
   error line read by the online client's own SDK parsing into its Attempt; a lost create is found again
   by the batch's display name (our batch id and the file id). `apis.batch_api` picks the class for a flavour.
 * `vertex`: Vertex AI batch prediction through the same `GoogleGenAIClient` in Vertex AI mode (its SDK
-  client, gcsfs with its Google credentials): a JSONL file in Cloud Storage (setting `batch_gcs_uri`), a line
+  client, gcsfs with its Google credentials), or through HELM's `VertexAIChatClient` (a google-genai
+  client in Vertex AI mode built from its project, location, credentials and host; its own bodies and
+  reading): a JSONL file in Cloud Storage (setting `batch_gcs_uri`), a line
   `{"request": <the online generateContent body, byte for byte>}`, one batchPredictionJob per model named
   `medhelm-<our batch id>`; each output line goes to the key whose body its echoed `request` is (no id of
   ours is documented on a line), read by the online client's SDK parsing; a lost create is found again by
-  listing with `display_name="medhelm-<batch id>"`. `apis.batch_api` gives it a Vertex AI mode client.
+  listing with `display_name="medhelm-<batch id>"`. `apis.batch_api` gives it a Vertex AI mode client
+  and every VertexAIChatClient (flavour `vertex`; not its Model Garden partner models).
 * `bedrock`: Amazon Bedrock batch inference through the deployment's `BedrockClient` (its boto3 session:
   `s3` and `bedrock` clients): a JSONL file in S3 (settings `batch_s3_uri`, `batch_role_arn`), a record
   `{"recordId": <request key>, "modelInput": <the online InvokeModel body, or for Nova (Converse) the

@@ -1,8 +1,8 @@
 """Which class speaks a deployment's batch dialect: `protocol.BatchAPI` (OpenAI, Azure OpenAI) or
 `anthropic.AnthropicBatchAPI` (Anthropic's Message Batches) or `gemini.GeminiBatchAPI` (the Gemini API's
 batch mode) or `vertex.VertexBatchAPI` (Vertex AI batch prediction: the same `GoogleGenAIClient` class in
-Vertex AI mode, Cloud Storage files, a batchPredictionJob) or `bedrock.BedrockBatchAPI` (Amazon Bedrock batch
-inference: S3 files, a model invocation job). Above them all, so none imports another."""
+Vertex AI mode, and HELM's `VertexAIChatClient`; Cloud Storage files, a batchPredictionJob) or
+`bedrock.BedrockBatchAPI` (Amazon Bedrock batch inference: S3 files, a model invocation job). Above them all, so none imports another."""
 from __future__ import annotations
 
 from medhelm_core.batch.protocol import ANTHROPIC, BatchAPI, Flavour
@@ -13,7 +13,8 @@ def batch_api(client, flavour: Flavour, max_requests: int | None = None, setting
     [anthropic] extra: its module is imported only for an Anthropic deployment). `settings`: the
     deployment's `DeploymentSettings` (Bedrock reads its batch_s3_uri and batch_role_arn, Vertex AI its
     batch_gcs_uri). A `GoogleGenAIClient` deployment (flavour gemini) in Vertex AI mode gets `VertexBatchAPI`,
-    whose own flavour (`protocol.VERTEX`) its ledger rows carry."""
+    whose own flavour (`protocol.VERTEX`) its ledger rows carry; so does a `VertexAIChatClient` deployment
+    (flavour vertex), whose jobs go through a google-genai client built from its own settings."""
     if flavour.name == "bedrock":  # boto3 ([aws] extra) loads with the client already
         from medhelm_core.batch.bedrock import BedrockBatchAPI
 
@@ -24,7 +25,7 @@ def batch_api(client, flavour: Flavour, max_requests: int | None = None, setting
         from medhelm_core.batch.anthropic import AnthropicBatchAPI
 
         return AnthropicBatchAPI(client, flavour, max_requests)
-    if flavour.name in ("gemini", "vertex") and getattr(client, "vertexai", False):
+    if flavour.name == "vertex" or (flavour.name == "gemini" and getattr(client, "vertexai", False)):
         from medhelm_core.batch.protocol import VERTEX
         from medhelm_core.batch.vertex import VertexBatchAPI
 

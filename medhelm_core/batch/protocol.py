@@ -121,6 +121,8 @@ FLAVOUR_OF_CLIENT_CLASS[GOOGLE_GENAI_CLIENT] = GEMINI
 # a JSONL input file in Cloud Storage of up to 200,000 requests and 1 GB (Google's stated job limits).
 VERTEX = Flavour("vertex", ":generateContent", 200_000, 1024 ** 3, False, 0.5)
 FLAVOURS[VERTEX.name] = VERTEX
+# HELM's other Gemini-on-Vertex class (raw REST to generateContent): always Vertex AI, so VERTEX by its class.
+FLAVOUR_OF_CLIENT_CLASS["helm.clients.vertexai_client.VertexAIChatClient"] = VERTEX
 
 
 def flavour_of(deployment) -> Flavour | None:

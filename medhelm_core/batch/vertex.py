@@ -1,6 +1,9 @@
-"""Vertex AI batch prediction for Gemini, through the deployment's own `GoogleGenAIClient` in Vertex AI mode
-(its google-genai SDK client: same base URL, project, location and Google credentials), with the files in
-Cloud Storage (gcsfs, with the same credentials; `$STORAGE_EMULATOR_HOST` points it at an emulator).
+"""Vertex AI batch prediction for Gemini, for the deployments of HELM's two Gemini-on-Vertex classes: a
+`GoogleGenAIClient` in Vertex AI mode (through its own google-genai SDK client: same base URL, project,
+location and Google credentials) and a `VertexAIChatClient` (raw REST; the jobs go through a google-genai
+client in Vertex AI mode built from its project, location, Google credentials and host: its base URL, else
+the host its online calls go to), with the files in Cloud Storage (gcsfs, with the same credentials;
+`$STORAGE_EMULATOR_HOST` points it at an emulator).
 
 Wire protocol (https://cloud.google.com/vertex-ai/generative-ai/docs/multimodal/batch-prediction-from-cloud-storage,
 https://cloud.google.com/vertex-ai/generative-ai/docs/model-reference/batch-prediction-api; what is sent is the
@@ -22,7 +25,10 @@ SDK's `batches.py` in Vertex mode, which turns a `gs://` source into `inputConfi
   is no `response`.
 
 What is sent: a line's `request` is the body the online client posts to `:generateContent` for the same HELM
-request, byte for byte (`GoogleGenAIClient.wire_request`), and the job's model the path's model.
+request, byte for byte (the client's `wire_request`: `GoogleGenAIClient`'s or `VertexAIChatClient`'s), and
+the job's model the path's model (`publishers/google/models/{m}`; a VertexAIChatClient's path names the full
+resource, `projects/{p}/locations/{l}/publishers/...`, which is shortened to that where {p} and {l} are the
+job's own).
 
 Which answer is whose: nothing of ours comes back but the echoed `request`, so an output line goes to the
 request key whose body it echoes (compared as JSON, less empty lists, objects and nulls, and with whole
@@ -31,7 +37,7 @@ floats as integers, in case the service writes the echo back in its own form); k
 is ignored; a key without a line is asked again.
 
 What comes back: a `response` goes through the SDK's `generate_content` parsing and HELM's reading as if the
-API had answered it online (`GoogleGenAIClient.replay`); a `status` is the HTTP error it stands for (its
+API had answered it online (the client's `replay`); a `status` is the HTTP error it stands for (its
 error JSON's code, else its reason phrase's status) classified as online: rate limits and server errors are
 asked again, an invalid request fails. A key without a line (the job expired, was cancelled, failed, or ran
 out of time) is asked again. The clock fields are the job's (created to ended).
@@ -56,6 +62,7 @@ from medhelm_core.batch.gemini import _epoch, _json, http_error
 from medhelm_core.batch.protocol import (RETRY, VERTEX, BatchAPIError, BatchResults, BatchStatus, Flavour,
                                          ItemOutcome, item_outcome)
 from medhelm_core.clients.base import Attempt
+from medhelm_core.clients.vertexai import VertexAIChatClient, resource_name, vertex_host
 from medhelm_core.errors import MedhelmError
 from medhelm_core.ratelimit import FATAL, SERVER_ERROR, TIMEOUT
 
@@ -129,38 +136,82 @@ def status_of(job: Any) -> BatchStatus:
                        metadata={"displayName": job.display_name or ""})
 
 
-def gcs_filesystem(client):
-    """A gcsfs filesystem with the deployment's Google credentials (`$STORAGE_EMULATOR_HOST`: the emulator)."""
+def job_model(resource: str, project: str | None, location: str | None) -> str:
+    """A job's `model` for the model resource of its lines' path: `publishers/google/models/{m}` where the
+    resource is a publisher model of the job's own project and location, else the resource as it is."""
+    parent = f"projects/{project}/locations/{location}/"
+    return resource[len(parent):] if resource.startswith(parent + "publishers/") else resource
+
+
+def vertex_sdk(client) -> tuple[Any, Any, Any]:
+    """(google-genai SDK client in Vertex AI mode, the SDK's `errors` module, the Google credentials) for a
+    deployment's online client: a `GoogleGenAIClient`'s own; for a `VertexAIChatClient` one built from its
+    project, location, credentials and host (its base URL, else the host its online calls go to), with its
+    timeout. MedhelmError (one line) for a GoogleGenAIClient on the Gemini API, a VertexAIChatClient whose
+    `vertexai_model` is not one of Google's Gemini models (Model Garden's Llama and the like: their batch jobs
+    take another format), or without the SDK."""
+    if isinstance(client, VertexAIChatClient):
+        if client.vertexai_model is not None:
+            try:
+                name = resource_name(client.vertexai_model, client.project, client.location)
+            except ValueError:
+                name = client.vertexai_model
+            if "/publishers/google/models/" not in name:
+                raise MedhelmError(f"Vertex AI batch prediction here is for Google's Gemini models "
+                                   f"(publishers/google/models/...); this deployment's model is {name}")
+        try:
+            from google import genai
+        except ImportError:
+            raise MedhelmError("Vertex AI batch prediction for a VertexAIChatClient deployment needs the "
+                               "google-genai SDK: pip install 'medhelm-build[google]'") from None
+        from medhelm_core.clients.google_genai import _TimeoutClient
+
+        http_options = genai.types.HttpOptions(base_url=client.base_url or vertex_host(client.location),
+                                               httpx_client=_TimeoutClient(timeout=client._http.timeout))
+        try:
+            sdk = genai.Client(vertexai=True, project=client.project, location=client.location,
+                               credentials=client._credentials, http_options=http_options)
+        except ValueError as e:  # the SDK's own checks (nothing secret in them)
+            raise MedhelmError(f"Vertex AI batch prediction: {client.redact(str(e))}") from None
+        return sdk, genai.errors, client._credentials
+    if not getattr(client, "vertexai", False):
+        raise MedhelmError("Vertex AI batch prediction is for a GoogleGenAIClient on Vertex AI; this deployment "
+                           "calls the Gemini API (batch.gemini)")
+    return client._client, client._genai.errors, getattr(client, "_google_credentials", None)
+
+
+def gcs_filesystem(sdk, credentials=None):
+    """A gcsfs filesystem with the deployment's Google credentials (else its SDK client's; `$STORAGE_EMULATOR_HOST`:
+    the emulator)."""
     from gcsfs.core import GCSFileSystem   # never the zonal/HNS "extended" class
 
-    api = client._client._api_client
-    creds = getattr(client, "_google_credentials", None) or getattr(api, "_credentials", None)
+    api = sdk._api_client
+    creds = credentials or getattr(api, "_credentials", None)
     return GCSFileSystem(token=creds if creds is not None else "google_default", project=api.project,
                          skip_instance_cache=True)
 
 
 class VertexBatchAPI:
     """The batch prediction endpoints of one Vertex AI deployment. `client` is a `GoogleGenAIClient` in Vertex
-    AI mode; `gcs_uri` (setting `batch_gcs_uri`) the Cloud Storage prefix of the input and output files."""
+    AI mode or a `VertexAIChatClient`; `gcs_uri` (setting `batch_gcs_uri`) the Cloud Storage prefix of the
+    input and output files."""
 
     def __init__(self, client, flavour: Flavour = VERTEX, max_requests: int | None = None,
                  gcs_uri: str | None = None, fs=None):
-        if not getattr(client, "vertexai", False):
-            raise MedhelmError("Vertex AI batch prediction is for a GoogleGenAIClient on Vertex AI; this deployment "
-                               "calls the Gemini API (batch.gemini)")
+        sdk, errors, credentials = vertex_sdk(client)
         if not gcs_uri or not _GS_URI.fullmatch(str(gcs_uri)):
             raise MedhelmError(f"Vertex AI batch needs batch_gcs_uri (gs://bucket[/prefix], where the job's input "
                                f"and output go) in the deployments settings; got {gcs_uri!r}")
-        if not getattr(client._client._api_client, "project", None):
+        if not getattr(sdk._api_client, "project", None):
             raise MedhelmError("Vertex AI batch prediction needs a Google Cloud project and location (express mode, "
                                "an API key alone, has no batch jobs): set googleProjectId and googleLocation")
         self.client = client
         self.flavour = flavour
         self.max_requests = min(max_requests or flavour.max_requests, flavour.max_requests)
         self.prefix = str(gcs_uri).rstrip("/")
-        self._sdk = client._client
-        self._errors = client._genai.errors
-        self._fs = fs if fs is not None else gcs_filesystem(client)
+        self._sdk = sdk
+        self._errors = errors
+        self._fs = fs if fs is not None else gcs_filesystem(sdk, credentials)
         self._models: dict[str, str] = {}          # request key -> the model of its line
         self._line_models: dict[bytes, str] = {}   # a line -> its model (the file's first line: the job's)
 
@@ -177,6 +228,8 @@ class VertexBatchAPI:
         """One JSONL line (no newline): `{"request": <the online body>}`. ValueError where the online client
         refuses the request before sending."""
         model, body = self.client.wire_request(request)
+        api = self._sdk._api_client
+        model = job_model(model, api.project, api.location)
         line = b'{"request": ' + body + b"}"
         self._models[key] = self._line_models[line] = model
         return line
@@ -384,5 +437,5 @@ class VertexBatchAPI:
         return BatchResults(status.vendor_batch_id, status.state, outcomes, batch_error)
 
 
-__all__ = ["VertexBatchAPI", "batch_id_of", "canonical", "gcs_filesystem", "job_display_name", "status_error",
-           "status_of"]
+__all__ = ["VertexBatchAPI", "batch_id_of", "canonical", "gcs_filesystem", "job_display_name", "job_model",
+           "status_error", "status_of", "vertex_sdk"]

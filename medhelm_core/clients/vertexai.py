@@ -38,6 +38,10 @@ URL): a `base_url` arg, `googleBaseUrl` in credentials.conf or `$GOOGLE_VERTEX_B
 `https://<host>` (e.g. a private endpoint or a test mock). Errors as google_genai.py: 429 /
 RESOURCE_EXHAUSTED -> rate_limited (RetryInfo `retryDelay` -> `retry-after`), 5xx/408/409 ->
 server_error, 401/403/404 -> fatal_endpoint, other 4xx -> fatal.
+
+Batch (`medhelm_core.batch.vertex`, Vertex AI batch prediction): `wire_request` gives the model resource
+and the very body bytes `attempt` posts, `replay` the Attempt `attempt` makes of an HTTP status and body;
+both share `attempt`'s own request building and reply reading.
 """
 from __future__ import annotations
 
@@ -159,7 +163,9 @@ class VertexAIChatClient(BlockingClient):
         return model.split("/", 1)[1] if "/" in model else model
 
     def url(self, request: dict) -> str:
-        name = resource_name(self.model_name(request), self.project, self.location)
+        return self._url_of(resource_name(self.model_name(request), self.project, self.location))
+
+    def _url_of(self, name: str) -> str:
         # The SDK's client goes to the host of the resource's own location.
         parts = name.split("/")
         location = parts[3] if len(parts) > 3 and parts[0] == "projects" and parts[2] == "locations" else self.location
@@ -202,9 +208,16 @@ class VertexAIChatClient(BlockingClient):
         return headers
 
     # -- one try
+    def _wire(self, request: dict) -> tuple[str, str, bytes]:
+        """(url, model resource, body bytes) of `request`'s generateContent call; KeyError, TypeError or
+        ValueError where HELM raises before sending."""
+        name = resource_name(self.model_name(request), self.project, self.location)
+        url = self._url_of(name)
+        return url, name, json.dumps(self.body(request)).encode()
+
     def attempt(self, request: dict) -> Attempt:
         try:
-            url, body = self.url(request), self.body(request)
+            url, _, data = self._wire(request)
         except (KeyError, TypeError, ValueError) as e:  # HELM raises before sending: the run fails
             return Attempt(FATAL, message=f"invalid request: {e}")
         start = time.time()
@@ -215,24 +228,46 @@ class VertexAIChatClient(BlockingClient):
             return Attempt(kind, message=self.redact(f"Google credentials error: {type(e).__name__}: {e}"))
         headers["content-type"] = "application/json"
         try:
-            response = self._http.post(url, content=json.dumps(body).encode(), headers=headers)
+            response = self._http.post(url, content=data, headers=headers)
         except httpx.TimeoutException:
             return Attempt(TIMEOUT, message="request timed out")
         except httpx.TransportError as e:
             return Attempt(CONNECTION, message=self.redact(f"connection error: {e}"))
+        return self._answer(request, response.status_code, response.content, response.headers, start,
+                            time.time() - start, text=response.text)
+
+    # -- the batch API's view of the same call (medhelm_core.batch.vertex)
+    def wire_request(self, request: dict) -> tuple[str, bytes]:
+        """(model resource, body): the resource name in the path `attempt` posts to
+        (`projects/{p}/locations/{l}/publishers/google/models/{m}`) and the very JSON bytes it posts for
+        `request`. ValueError (the online `invalid request: ...` text) where the request is refused."""
         try:
-            reply = response.json()
+            _, name, data = self._wire(request)
+        except (KeyError, TypeError) as e:
+            raise ValueError(str(e)) from None
+        return name, data
+
+    def replay(self, request: dict, status: int, body: bytes, start: float, elapsed: float) -> Attempt:
+        """The Attempt `attempt` makes of `request` had Vertex AI answered `body` with HTTP `status` (no
+        headers): the same reading and error classification, the clock fields the caller's."""
+        return self._answer(request, status, body, None, start, elapsed)
+
+    def _answer(self, request: dict, status: int, content: bytes, headers, start: float, elapsed: float,
+                text: str | None = None) -> Attempt:
+        """An HTTP answer to `request`'s generateContent call as HELM reads it."""
+        try:
+            reply = json.loads(content)
         except ValueError:
             reply = None
-        if response.status_code >= 400:
+        if status >= 400:
             error = reply.get("error") if isinstance(reply, dict) else None
-            message = error.get("message") if isinstance(error, dict) else response.text[:500]
-            return classify_google_error(response.status_code, reply, response.headers, self.redact(str(message)),
-                                         "Vertex AI")
+            if isinstance(error, dict):
+                message = error.get("message")
+            else:
+                message = (text if text is not None else content.decode("utf-8", "replace"))[:500]
+            return classify_google_error(status, reply, headers, self.redact(str(message)), "Vertex AI")
         if not isinstance(reply, dict):
-            return Attempt(SERVER_ERROR, message=f"malformed Vertex AI reply (HTTP {response.status_code})",
-                           status=response.status_code)
-        elapsed = time.time() - start
+            return Attempt(SERVER_ERROR, message=f"malformed Vertex AI reply (HTTP {status})", status=status)
         usage = _usage(reply.get("usageMetadata"))
         try:
             texts = self.texts(reply)

@@ -18,7 +18,7 @@ pytest.importorskip("google.genai")
 from medhelm_core.batch import (ANSWERED, FAILED_ITEM, RETRY, batch_api, collect, flavour_of, ledger,  # noqa: E402
                                 poll, resume, store_collected, submit)
 from medhelm_core.batch.gemini import GeminiBatchAPI, http_error  # noqa: E402
-from medhelm_core.batch.protocol import ENDED_STATES, GEMINI, RUNNING_STATES  # noqa: E402
+from medhelm_core.batch.protocol import ENDED_STATES, GEMINI, RUNNING_STATES, VERTEX  # noqa: E402
 from medhelm_core.clients import client_for_deployment  # noqa: E402
 from medhelm_core.clients.google_genai import CLASS_NAME  # noqa: E402
 from medhelm_core.errors import MedhelmError  # noqa: E402
@@ -435,7 +435,7 @@ def test_gemini_deployments_batch_at_half_price_not_the_gateways():
 
     registry = load_model_registry(None)
     assert flavour_of(registry.get_deployment("google/gemini-2.5-flash")) is GEMINI
-    assert flavour_of(registry.get_deployment("google/gemini-2.0-flash-001")) is None   # VertexAIChatClient
+    assert flavour_of(registry.get_deployment("google/gemini-2.0-flash-001")) is VERTEX   # VertexAIChatClient
     assert flavour_of(registry.get_deployment("stanfordhealthcare/gemini-2.0-flash-001")) is None
     assert GEMINI.discount == 0.5
     settings = SettingsRegistry.load()("google/gemini-2.0-flash-001")

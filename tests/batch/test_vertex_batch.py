@@ -26,6 +26,7 @@ from medhelm_core.batch.protocol import ENDED_STATES, GEMINI, VERTEX  # noqa: E4
 from medhelm_core.batch.vertex import VertexBatchAPI, canonical, status_error  # noqa: E402
 from medhelm_core.clients import client_for_deployment  # noqa: E402
 from medhelm_core.clients.google_genai import CLASS_NAME  # noqa: E402
+from medhelm_core.clients.vertexai import CLASS_NAME as VERTEXAI_CLASS, VertexAIChatClient  # noqa: E402
 from medhelm_core.errors import MedhelmError  # noqa: E402
 from medhelm_core.helm_config.deployments import Deployment, parse_credentials  # noqa: E402
 from medhelm_core.ratelimit import (CONTENT_FILTER, FATAL, FATAL_ENDPOINT, RATE_LIMITED, SERVER_ERROR,  # noqa: E402
@@ -499,3 +500,263 @@ def test_a_vertex_jury_batched_behind_an_openai_model_equals_online(tmp_path_fac
     finally:
         vertex_batch.close()
         openai_batch.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# HELM's other Gemini class, VertexAIChatClient (raw REST): the same VertexBatchAPI, its own bodies and reading
+# ---------------------------------------------------------------------------------------------
+def chat_client_at(base_url: str | None, **args):
+    """A VertexAIChatClient deployment's online client (application-default credentials: the fixed token)."""
+    if base_url is not None:
+        args["base_url"] = base_url
+    dep = Deployment.model_validate({"name": DEPLOYMENT, "model_name": DEPLOYMENT, "client_spec": {
+        "class_name": VERTEXAI_CLASS, "args": {"project_id": PROJECT, "location": LOCATION, **args}}})
+    return client_for_deployment(dep, parse_credentials("", "credentials.conf"), timeout_s=30)
+
+
+def chat_api_at(server: MockVertexBatchServer, gcs, **args) -> VertexBatchAPI:
+    client = chat_client_at(server.base_url, **args)
+    return batch_api(client, flavour_of(client_deployment(client)), settings=SimpleNamespace(batch_gcs_uri=gcs.uri))
+
+
+def client_deployment(client) -> Deployment:
+    """A deployment of the client's class (what `batch_pass` hands `flavour_of`)."""
+    assert isinstance(client, VertexAIChatClient)
+    return Deployment.model_validate({"name": DEPLOYMENT, "model_name": DEPLOYMENT,
+                                      "client_spec": {"class_name": VERTEXAI_CLASS}})
+
+
+def chat_requests() -> list[dict]:
+    """The oracle's Gemini requests, the Gemini edge requests, and what only this client's body shows."""
+    return [st["request"] for st in oracle_states()] + edge_requests() + [
+        gemini_request("", messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+                                     {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "Bye?"}]),
+        gemini_request("Echo me: ", echo_prompt=True, stop_sequences=[" "]),
+        gemini_request("Sample", temperature=1, top_p=0.5, top_k_per_token=3, max_tokens=7)]
+
+
+def online_chat_attempt(status: int, body: dict, request: dict, **args):
+    """The Attempt the online VertexAIChatClient makes of `request` answered `status`/`body`."""
+    rec = Recorder(status, body)
+    try:
+        return chat_client_at(rec.url, **args).attempt(request)
+    finally:
+        rec.close()
+
+
+def test_chat_client_deployments_batch_through_vertex(gcs):
+    from medhelm_core.helm_config.deployments import load_model_registry
+
+    registry = load_model_registry(None)
+    for name in ("google/gemini-2.0-flash-001", "google/gemini-1.5-pro-001-safety-default"):
+        dep = registry.get_deployment(name)
+        assert dep.client_spec.class_name == VERTEXAI_CLASS and flavour_of(dep) is VERTEX
+    settings = SimpleNamespace(batch_gcs_uri=gcs.uri)
+    client = chat_client_at(None, location="us")   # no base URL: the jobs go where the online calls go
+    api = batch_api(client, VERTEX, settings=settings)
+    assert type(api) is VertexBatchAPI and api.flavour is VERTEX and api.client is client
+    assert api._sdk._api_client.vertexai and api._sdk._api_client.project == PROJECT
+    assert api._sdk._api_client._http_options.base_url.rstrip("/") == "https://aiplatform.us.rep.googleapis.com"
+    assert api.endpoint == client.endpoint == "https://aiplatform.us.rep.googleapis.com"
+    with pytest.raises(MedhelmError, match="batch_gcs_uri"):
+        batch_api(client, VERTEX, settings=None)
+    llama = chat_client_at("http://127.0.0.1:9", vertexai_model="publishers/meta/models/llama-3.1-8b-instruct-maas")
+    with pytest.raises(MedhelmError, match="Gemini models") as e:
+        batch_api(llama, VERTEX, settings=settings)
+    assert "\n" not in str(e.value)
+    assert TOKEN not in repr(api)
+
+
+def test_chat_client_lines_are_its_online_body_byte_for_byte(store, batch_server, gcs):
+    server = batch_server(token=TOKEN, polls_per_state=100)
+    rec = Recorder()
+    try:
+        online = chat_client_at(rec.url)
+        genai_online = client_at(rec.url)   # the other class's body differs: this test can tell them apart
+        requests = keyed(chat_requests())
+        assert len(requests) >= 25
+        api = chat_api_at(server, gcs)
+        assert isinstance(api, VertexBatchAPI) and api.flavour is VERTEX
+        expected = []
+        for key, request in requests.items():
+            assert online.attempt(request).kind == "ok"
+            line = api.line(key, request)
+            assert line == b'{"request": ' + rec.bodies[-1] + b"}"
+            model, body = online.wire_request(request)
+            assert body == rec.bodies[-1] and online.url(request) == f"{rec.url}/v1beta1/{model}:generateContent"
+            assert model == f"projects/{PROJECT}/locations/{LOCATION}/publishers/google/models/gemini-2.0-flash-001"
+            if not request.get("echo_prompt"):
+                assert genai_online.attempt(request).kind == "ok" and rec.bodies[-1] != body
+            expected.append(line)
+    finally:
+        rec.close()
+    (row,) = submit(store, api, DEPLOYMENT, requests).submitted
+    assert row.input_file_id == f"{gcs.uri}/input/medhelm-{row.batch_id}.jsonl"
+    gcs.fs.invalidate_cache()
+    assert gcs.fs.cat_file(row.input_file_id) == b"".join(line + b"\n" for line in expected)   # to the byte
+    assert json.loads(server.create_bodies[0]) == {
+        "displayName": f"medhelm-{row.batch_id}", "model": "publishers/google/models/gemini-2.0-flash-001",
+        "inputConfig": {"instancesFormat": "jsonl", "gcsSource": {"uris": [row.input_file_id]}},
+        "outputConfig": {"predictionsFormat": "jsonl",
+                         "gcsDestination": {"outputUriPrefix": f"{gcs.uri}/output/medhelm-{row.batch_id}"}}}
+    assert [m + " " + p for m, p in server.log] == [
+        f"POST /v1beta1/projects/{PROJECT}/locations/{LOCATION}/batchPredictionJobs"]
+    assert server.auth == [f"Bearer {TOKEN}"]
+    assert row.vendor == "vertex" and row.num_requests == len(requests)
+
+
+def test_chat_client_safety_preset_and_model_arg_reach_the_lines_and_the_job(store, batch_server, gcs):
+    server = batch_server()
+    args = {"safety_settings_preset": "default", "vertexai_model": "gemini-1.5-pro-001"}
+    api = chat_api_at(server, gcs, **args)
+    rec = Recorder()
+    try:
+        online = chat_client_at(rec.url, **args)
+        request = gemini_request("Is it?")
+        online.attempt(request)
+        assert api.line("k", request) == b'{"request": ' + rec.bodies[-1] + b"}"
+        assert b"safetySettings" not in rec.bodies[-1]
+    finally:
+        rec.close()
+    (row,) = submit(store, api, DEPLOYMENT, keyed([gemini_request("Is it?")])).submitted
+    assert json.loads(server.create_bodies[0])["model"] == "publishers/google/models/gemini-1.5-pro-001"
+
+
+def test_requests_the_online_chat_client_refuses_are_not_sent(store, batch_server, gcs):
+    server = batch_server()
+    online = chat_client_at("http://127.0.0.1:9")
+    bad = [gemini_request("x", multimodal_prompt={"media_objects": []}),
+           gemini_request("", messages=[{"role": "user"}]),
+           {k: v for k, v in gemini_request("no model").items() if k != "model"}]
+    requests = keyed(bad + [gemini_request("fine")])
+    report = submit(store, chat_api_at(server, gcs), DEPLOYMENT, requests)
+    assert set(report.invalid) == set(list(requests)[:3])
+    for key, attempt in report.invalid.items():
+        want = online.attempt(requests[key])
+        assert want.kind == FATAL and (attempt.kind, attempt.message) == (FATAL, want.message)
+    assert server.creates == 1 and report.batched_keys == 1
+
+
+@pytest.mark.parametrize("echo", ["same", "proto"])
+def test_chat_client_batch_end_to_end_equals_online(store, batch_server, vendor_mock, gcs, echo):
+    server = batch_server(token=TOKEN, echo=echo)
+    online = chat_client_at(vendor_mock)
+    requests = keyed(chat_requests())
+    api = chat_api_at(server, gcs)
+    row, results = run_batch(store, api, requests)
+    assert results.state == "JOB_STATE_SUCCEEDED" and results.batch_error is None
+    assert set(results.outcomes) == set(requests) and len(server.answered) == len(requests)
+    answered = 0
+    for key, request in requests.items():
+        got, want = results.outcomes[key].attempt, online.attempt(request)
+        assert (got.kind, got.message, got.usage, got.status, got.untruncated) == (
+            want.kind, want.message, want.usage, want.status, want.untruncated), key
+        assert without_clock(got.result) == without_clock(want.result)
+        if want.result is not None:
+            answered += 1
+            assert results.outcomes[key].state == ANSWERED
+            assert list(got.result) == list(want.result)
+    assert answered >= 20
+    store_collected(store, row.batch_id, results, store_answers(DEPLOYMENT))
+    assert ledger.get(store, row.batch_id).state == "collected"
+    with store.connect() as conn:
+        assert ledger.unbatched(conn, [k for k, o in results.outcomes.items() if o.state == ANSWERED]) == []
+    assert submit(store, api, DEPLOYMENT, {k: requests[k] for k, o in results.outcomes.items()
+                                           if o.state == ANSWERED}).submitted == [] and server.creates == 1
+
+
+def test_chat_client_errors_and_blocks_come_back_as_its_online_attempts(store, batch_server, gcs):
+    reqs = [gemini_request(f"Question {i}: yes or no?", stop_sequences=["\n"]) for i in range(11)]
+    keys = list(keyed(reqs))
+    retry_info = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "12s"}
+    errors = {0: (429, {"error": {"code": 429, "message": "Resource exhausted.", "status": "RESOURCE_EXHAUSTED",
+                                  "details": [retry_info]}}),
+              1: (503, {"error": {"code": 503, "message": "The service is unavailable.", "status": "UNAVAILABLE"}}),
+              2: (400, {"error": {"code": 400, "message": "Please use a valid role: user, model.",
+                                  "status": "INVALID_ARGUMENT"}}),
+              3: (403, {"error": {"code": 403, "message": "Permission denied on the model",
+                                  "status": "PERMISSION_DENIED"}})}
+    reasons = {429: "Too Many Requests", 503: "Service Unavailable", 400: "Bad Request", 403: "Forbidden"}
+    usage = {"promptTokenCount": 4, "candidatesTokenCount": 2}
+    responses = {4: {"candidates": [{**_candidate("unsafe", "SAFETY"), "index": 0}], "usageMetadata": usage},
+                 5: {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}},
+                 6: {"candidates": [_candidate("", "MAX_TOKENS")],
+                     "usageMetadata": {"promptTokenCount": 4, "candidatesTokenCount": 0}},
+                 7: {"candidates": [{"content": {"role": "model", "parts": [{"text": "a"}, {"text": "b"}]},
+                                     "finishReason": "STOP"}]},
+                 8: {"candidates": [_candidate("Yes\nand more", "STOP")], "usageMetadata": usage}}
+    item_status = {f"Question {i}: yes or no?": f"{reasons[s]}: {json.dumps(b)}" for i, (s, b) in errors.items()}
+    server = batch_server(item_status=item_status,
+                          item_responses={f"Question {i}: yes or no?": r for i, r in responses.items()},
+                          drop_prompts={"Question 9: yes or no?"})
+    requests = keyed(reqs)
+    row, results = run_batch(store, chat_api_at(server, gcs), requests)
+    o = results.outcomes
+    assert set(o) == set(keys)
+    assert [(o[k].state, o[k].attempt.kind) for k in keys] == [
+        (RETRY, RATE_LIMITED), (RETRY, SERVER_ERROR), (FAILED_ITEM, FATAL), (FAILED_ITEM, FATAL_ENDPOINT),
+        (ANSWERED, CONTENT_FILTER), (ANSWERED, CONTENT_FILTER), (ANSWERED, "ok"), (RETRY, SERVER_ERROR),
+        (ANSWERED, "ok"), (RETRY, SERVER_ERROR), (ANSWERED, "ok")]
+    assert "missing from the output" in o[keys[9]].error
+    for i, key in enumerate(keys[:9]):   # each the Attempt the online client makes of the same HTTP answer
+        status, body = errors[i] if i in errors else (200, responses[i])
+        want, got = online_chat_attempt(status, body, requests[key]), o[key].attempt
+        assert (got.kind, got.message, got.status, got.usage, got.retry_after_s, got.untruncated) == (
+            want.kind, want.message, want.status, want.usage, want.retry_after_s, want.untruncated), i
+        assert without_clock(got.result) == without_clock(want.result), i
+    assert o[keys[0]].attempt.retry_after_s == 12.0
+    assert o[keys[4]].attempt.result["error"] == "Content blocked: Content blocked with reason: 3"
+    assert o[keys[4]].attempt.result["completions"] == [{"text": "", "logprob": 0, "tokens": []}]
+    assert o[keys[6]].attempt.result["completions"] == [{"text": "", "logprob": 0, "tokens": []}]
+    assert o[keys[8]].attempt.result["completions"] == [{"text": "Yes", "logprob": 0, "tokens": []}]
+    assert o[keys[8]].attempt.untruncated == ["Yes\nand more"]
+
+
+class RawAnswer:
+    """A loopback endpoint answering every POST with `status` and the raw bytes `body`."""
+
+    def __init__(self, status: int, body: bytes):
+        from http.server import BaseHTTPRequestHandler
+
+        from tests.mock_server import serve_loopback
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd, _ = serve_loopback(Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize("status, body", [
+    (200, b"not json"), (502, b"<html>Bad Gateway</html>"), (404, b'{"error": "gone"}'),
+    (200, json.dumps({"candidates": [_candidate("Yes", "RECITATION")]}).encode()),
+    (200, json.dumps({"candidates": []}).encode()),
+    (200, json.dumps({"candidates": [{"content": {"role": "model", "parts": [{"text": "Si"}]}, "index": 0}],
+                      "usageMetadata": {"promptTokenCount": 3, "thoughtsTokenCount": 5}}).encode()),
+])
+def test_chat_client_replay_is_its_online_reading(status, body):
+    """`replay` straight, against the online client's reading of the same bytes; the clock fields the caller's."""
+    request = gemini_request("q")
+    server = RawAnswer(status, body)
+    try:
+        want = chat_client_at(server.url).attempt(request)
+    finally:
+        server.close()
+    got = chat_client_at("http://127.0.0.1:9").replay(request, status, body, 1000.5, 2.5)
+    assert (got.kind, got.message, got.status, got.usage) == (want.kind, want.message, want.status, want.usage)
+    assert without_clock(got.result) == without_clock(want.result)
+    if got.result is not None and got.result.get("success"):
+        assert (got.result["request_time"], got.result["request_datetime"]) == (2.5, 1000)
