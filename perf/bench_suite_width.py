@@ -34,7 +34,14 @@ figures move by +-20% with it), one run each:
 | 20 | now    [4.5] | 6,267 |  77.8 s (43.9 s) | 1.77x |  7.2 s (7.6 s) | 91.0 s, 14.5 (main 12.4) | 1.52 GB + 0.71 GB scoring worker |
 | 100 | now  [14.8] | 31,031 | 334.7 s (219.8 s) | 1.52x | 10.9 s (10.4 s) | 284.5 s, 9.2 (main 7.8) | 1.61 GB + 0.73 GB scoring worker |
 
-A rerun with nothing new: 4.8 s (after), 2.6 s (now). "now": see docs/performance.md. "before": the tree before issue 40's first slice (the Dagster run
+| 20 | 9f2236d [2.8] | 6,267 |  86.6 s (44.0 s) | 1.97x |  8.3 s (9.0 s) | 113.1 s, 18.1 (main 15.3) | 1.47 GB + 0.58 GB scoring worker |
+| 20 | e73d4a5 [4.1] | 6,267 |  76.4 s (43.9 s) | 1.74x |  7.3 s (8.0 s) |  96.7 s, 15.4 (main 12.9) | 1.49 GB + 0.58 GB scoring worker |
+| 100 | 9f2236d [3.7] | 31,031 | 285.1 s (215.5 s) | 1.32x |  9.4 s (10.3 s) | 380.0 s, 12.2 (main 10.4) | 1.57 GB + 0.63 GB scoring worker |
+| 100 | e73d4a5 [6.8] | 31,031 | 284.0 s (215.6 s) | 1.32x |  9.2 s (10.6 s) | 340.5 s, 11.0 (main 8.9) | 1.55 GB + 0.63 GB scoring worker |
+
+(The last four rows: the same session, the two trees alternated; a second round at 20 instances gave
+2.09x and 1.86x.) A rerun with nothing new: 4.8 s (after), 2.6 s (now). "now", 9f2236d, e73d4a5: see
+docs/performance.md. "before": the tree before issue 40's first slice (the Dagster run
 planned every cell of the suite's rectangle, 1,820 events, and materialized its 182 holes before
 the first call; each run parsed every instance of its benchmark).
 
