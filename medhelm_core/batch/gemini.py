@@ -47,7 +47,7 @@ from typing import Any, Iterator
 import httpx
 
 from medhelm_core.batch.protocol import (GEMINI, RETRY, BatchAPIError, BatchResults, BatchStatus, Flavour,
-                                         ItemOutcome, item_outcome)
+                                         ItemOutcome, chunks_by_model, item_outcome)
 from medhelm_core.clients.base import Attempt
 from medhelm_core.errors import MedhelmError
 from medhelm_core.ratelimit import FATAL, SERVER_ERROR, TIMEOUT
@@ -107,6 +107,25 @@ def http_error(error: Any) -> tuple[int, dict]:
     return status, {"error": body}
 
 
+def call_genai(fn, errors, vendor: str, redact):
+    """`fn()`, the google-genai SDK's errors (`errors`: its `errors` module) as `BatchAPIError`,
+    transient as the online client classifies them, secrets redacted (the Gemini API's and Vertex AI's
+    batch calls alike)."""
+    try:
+        return fn()
+    except errors.APIError as e:
+        code = int(e.code or 0)
+        transient = code in (408, 409, 429) or code >= 500
+        status = f" {e.status}" if e.status else ""
+        raise BatchAPIError(redact(f"{vendor} batch API: HTTP {code}{status}: {e.message}"), status=code,
+                            transient=transient) from None
+    except httpx.TimeoutException:
+        raise BatchAPIError(f"{vendor} batch API: timed out", transient=True) from None
+    except httpx.TransportError as e:
+        raise BatchAPIError(redact(f"{vendor} batch API: connection error: {type(e).__name__}: {e}"),
+                            transient=True) from None
+
+
 class GeminiBatchAPI:
     """The batch and files endpoints of one Gemini API deployment, through its online client's SDK client.
     `client` is a `GoogleGenAIClient`."""
@@ -154,21 +173,7 @@ class GeminiBatchAPI:
     def chunks(self, lines: dict[str, bytes]) -> Iterator[list[str]]:
         """The keys split into input files of one model each (a batch is for one model), within the
         request and byte limits, in the given order."""
-        by_model: dict[str, list[str]] = {}
-        for key in lines:
-            by_model.setdefault(self._models[key], []).append(key)
-        for keys in by_model.values():
-            chunk: list[str] = []
-            size = 0
-            for key in keys:
-                n = len(lines[key]) + 1
-                if chunk and (len(chunk) >= self.max_requests or size + n > self.flavour.max_bytes):
-                    yield chunk
-                    chunk, size = [], 0
-                chunk.append(key)
-                size += n
-            if chunk:
-                yield chunk
+        return chunks_by_model(lines, self._models.__getitem__, self.max_requests, self.flavour.max_bytes)
 
     # -- the vendor's endpoints -----------------------------------------------------------------
     def upload(self, data: bytes, filename: str) -> str:
@@ -237,22 +242,7 @@ class GeminiBatchAPI:
         return self._call(look)
 
     def _call(self, fn):
-        """`fn()`, the SDK's errors as `BatchAPIError` (transient as the online client classifies them),
-        the key redacted."""
-        redact = self.client.redact
-        try:
-            return fn()
-        except self._errors.APIError as e:
-            code = int(e.code or 0)
-            transient = code in (408, 409, 429) or code >= 500
-            status = f" {e.status}" if e.status else ""
-            raise BatchAPIError(redact(f"gemini batch API: HTTP {code}{status}: {e.message}"), status=code,
-                                transient=transient) from None
-        except httpx.TimeoutException:
-            raise BatchAPIError("gemini batch API: timed out", transient=True) from None
-        except httpx.TransportError as e:
-            raise BatchAPIError(redact(f"gemini batch API: connection error: {type(e).__name__}: {e}"),
-                                transient=True) from None
+        return call_genai(fn, self._errors, "gemini", self.client.redact)
 
     # -- the answers ----------------------------------------------------------------------------
     def collect_results(self, status: BatchStatus, requests: dict[str, dict]) -> BatchResults:
@@ -279,18 +269,25 @@ class GeminiBatchAPI:
             else:
                 continue
             outcomes[key] = item_outcome(key, attempt)
-        batch_error = None
-        if status.state != SUCCEEDED:
-            short = status.state.removeprefix("JOB_STATE_").lower()
-            why = "; ".join(status.errors)
-            batch_error = f"batch {status.vendor_batch_id} {short}" + (f": {why}" if why else "")
-        for key in requests:
-            if key not in outcomes:
-                message = (f"not run: {batch_error}" if batch_error
-                           else f"missing from the output of batch {status.vendor_batch_id}")
-                kind = TIMEOUT if status.state == EXPIRED else SERVER_ERROR
-                outcomes[key] = ItemOutcome(key, RETRY, Attempt(kind, message=self.client.redact(message)))
-        return BatchResults(status.vendor_batch_id, status.state, outcomes, batch_error)
+        return genai_results(status, requests, outcomes, "batch", self.client.redact)
+
+
+def genai_results(status: BatchStatus, requests: dict[str, dict], outcomes: dict[str, ItemOutcome], what: str,
+                  redact) -> BatchResults:
+    """The outcomes read from an ended batch (or Vertex job, `what`), and every other key of `requests`
+    to ask again: not run (the batch did not succeed) or missing from its output."""
+    batch_error = None
+    if status.state != SUCCEEDED:
+        short = status.state.removeprefix("JOB_STATE_").lower()
+        why = "; ".join(status.errors)
+        batch_error = f"{what} {status.vendor_batch_id} {short}" + (f": {why}" if why else "")
+    for key in requests:
+        if key not in outcomes:
+            message = (f"not run: {batch_error}" if batch_error
+                       else f"missing from the output of {what} {status.vendor_batch_id}")
+            kind = TIMEOUT if status.state == EXPIRED else SERVER_ERROR
+            outcomes[key] = ItemOutcome(key, RETRY, Attempt(kind, message=redact(message)))
+    return BatchResults(status.vendor_batch_id, status.state, outcomes, batch_error)
 
 
 def _json(raw: bytes) -> dict | None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import httpx
 import openai
@@ -221,6 +221,27 @@ def call_vendor(fn, sdk, vendor: str, redact):
                             transient=True) from None
 
 
+def chunks_by_model(lines: dict[str, bytes], model_of: Callable[[str], str], max_requests: int,
+                    max_bytes: int) -> Iterator[list[str]]:
+    """The keys of `lines` split into input files of one model each (`model_of(key)`), each of at most
+    `max_requests` lines and `max_bytes` (a line and its newline), in the given order."""
+    by_model: dict[str, list[str]] = {}
+    for key in lines:
+        by_model.setdefault(model_of(key), []).append(key)
+    for keys in by_model.values():
+        chunk: list[str] = []
+        size = 0
+        for key in keys:
+            n = len(lines[key]) + 1
+            if chunk and (len(chunk) >= max_requests or size + n > max_bytes):
+                yield chunk
+                chunk, size = [], 0
+            chunk.append(key)
+            size += n
+        if chunk:
+            yield chunk
+
+
 class BatchAPI:
     """The files and batches endpoints of one deployment, through its online client's SDK client
     (same base URL, auth, api-version and headers). `client` is an `OpenAICompatibleClient` (or
@@ -264,21 +285,7 @@ class BatchAPI:
     def chunks(self, lines: dict[str, bytes]) -> Iterator[list[str]]:
         """The keys split into input files within the vendor's limits (requests, bytes), each of one
         model (a batch file holds requests for a single model/deployment), in the given order."""
-        by_model: dict[str, list[str]] = {}
-        for key, line in lines.items():
-            by_model.setdefault(_model_of(line), []).append(key)
-        for keys in by_model.values():
-            chunk: list[str] = []
-            size = 0
-            for key in keys:
-                n = len(lines[key]) + 1
-                if chunk and (len(chunk) >= self.max_requests or size + n > self.flavour.max_bytes):
-                    yield chunk
-                    chunk, size = [], 0
-                chunk.append(key)
-                size += n
-            if chunk:
-                yield chunk
+        return chunks_by_model(lines, lambda key: _model_of(lines[key]), self.max_requests, self.flavour.max_bytes)
 
     # -- the vendor's endpoints -----------------------------------------------------------------
     def upload(self, data: bytes, filename: str) -> str:

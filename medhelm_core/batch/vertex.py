@@ -58,15 +58,14 @@ from typing import Any, Iterator
 
 import httpx
 
-from medhelm_core.batch.gemini import _epoch, _json, http_error
-from medhelm_core.batch.protocol import (RETRY, VERTEX, BatchAPIError, BatchResults, BatchStatus, Flavour,
-                                         ItemOutcome, item_outcome)
+from medhelm_core.batch.gemini import _epoch, _json, call_genai, genai_results, http_error
+from medhelm_core.batch.protocol import (VERTEX, BatchAPIError, BatchResults, BatchStatus, Flavour, ItemOutcome,
+                                         chunks_by_model, item_outcome)
 from medhelm_core.clients.base import Attempt
 from medhelm_core.clients.vertexai import VertexAIChatClient, resource_name, vertex_host
 from medhelm_core.errors import MedhelmError
-from medhelm_core.ratelimit import FATAL, SERVER_ERROR, TIMEOUT
+from medhelm_core.ratelimit import FATAL
 
-SUCCEEDED, EXPIRED = "JOB_STATE_SUCCEEDED", "JOB_STATE_EXPIRED"
 CLOCK_SLACK_S = 3600.0
 MODEL_META = "medhelm-model"   # the input object's custom metadata: the job's model (read at create)
 _GS_URI = re.compile(r"gs://([a-z0-9][-_.a-z0-9]{1,220}[a-z0-9])(/.*)?")
@@ -249,21 +248,7 @@ class VertexBatchAPI:
     def chunks(self, lines: dict[str, bytes]) -> Iterator[list[str]]:
         """The keys split into input files of one model each (a job is for one model), within the request
         and byte limits, in the given order."""
-        by_model: dict[str, list[str]] = {}
-        for key in lines:
-            by_model.setdefault(self._models[key], []).append(key)
-        for keys in by_model.values():
-            chunk: list[str] = []
-            size = 0
-            for key in keys:
-                n = len(lines[key]) + 1
-                if chunk and (len(chunk) >= self.max_requests or size + n > self.flavour.max_bytes):
-                    yield chunk
-                    chunk, size = [], 0
-                chunk.append(key)
-                size += n
-            if chunk:
-                yield chunk
+        return chunks_by_model(lines, self._models.__getitem__, self.max_requests, self.flavour.max_bytes)
 
     # -- Cloud Storage --------------------------------------------------------------------------
     def _input_uri(self, filename: str) -> str:
@@ -370,22 +355,7 @@ class VertexBatchAPI:
         return status_of(found) if found is not None else None
 
     def _call(self, fn):
-        """`fn()`, the SDK's errors as `BatchAPIError` (transient as the online client classifies them), secrets
-        redacted."""
-        redact = self.client.redact
-        try:
-            return fn()
-        except self._errors.APIError as e:
-            code = int(e.code or 0)
-            transient = code in (408, 409, 429) or code >= 500
-            status = f" {e.status}" if e.status else ""
-            raise BatchAPIError(redact(f"vertex batch API: HTTP {code}{status}: {e.message}"), status=code,
-                                transient=transient) from None
-        except httpx.TimeoutException:
-            raise BatchAPIError("vertex batch API: timed out", transient=True) from None
-        except httpx.TransportError as e:
-            raise BatchAPIError(redact(f"vertex batch API: connection error: {type(e).__name__}: {e}"),
-                                transient=True) from None
+        return call_genai(fn, self._errors, "vertex", self.client.redact)
 
     # -- the answers ----------------------------------------------------------------------------
     def collect_results(self, status: BatchStatus, requests: dict[str, dict]) -> BatchResults:
@@ -423,18 +393,7 @@ class VertexBatchAPI:
             else:
                 continue
             outcomes[key] = item_outcome(key, attempt)
-        batch_error = None
-        if status.state != SUCCEEDED:
-            short = status.state.removeprefix("JOB_STATE_").lower()
-            why = "; ".join(status.errors)
-            batch_error = f"job {status.vendor_batch_id} {short}" + (f": {why}" if why else "")
-        for key in requests:
-            if key not in outcomes:
-                message = (f"not run: {batch_error}" if batch_error
-                           else f"missing from the output of job {status.vendor_batch_id}")
-                kind = TIMEOUT if status.state == EXPIRED else SERVER_ERROR
-                outcomes[key] = ItemOutcome(key, RETRY, Attempt(kind, message=self.client.redact(message)))
-        return BatchResults(status.vendor_batch_id, status.state, outcomes, batch_error)
+        return genai_results(status, requests, outcomes, "job", self.client.redact)
 
 
 __all__ = ["VertexBatchAPI", "batch_id_of", "canonical", "gcs_filesystem", "job_display_name", "job_model",
