@@ -129,14 +129,9 @@ class _Item:
     tokens: float = 0.0
 
 
-# A dry lane's worker waits this long for a next job before it ends: a jury's judge calls arrive one
-# model answer at a time, and a thread started for each (thousands in a suite) costs the GIL each time.
-LINGER_S = 0.5
-
-
 class _Lane:
     """The queue of one deployment within one engine call: fresh jobs, plus jobs waiting out a
-    back-off. Its workers end when it stays dry for `LINGER_S` and are started again when jobs arrive."""
+    back-off. Its workers end when it runs dry and are started again when jobs arrive."""
 
     def __init__(self, name: str, limiter: ratelimit.EndpointLimiter, stop: threading.Event,
                  start_worker: Callable[["_Lane"], None]):
@@ -166,20 +161,12 @@ class _Lane:
             self._start_worker(self)
 
     def next(self) -> _Item | None:
-        """The next job to send; None when the call stops, or when the lane stayed dry for `LINGER_S`."""
         with self.cond:
-            dry_since = None
             while True:
-                now = time.monotonic()
-                if self.stop.is_set() or (self.unfinished == 0 and dry_since is not None
-                                           and now - dry_since >= LINGER_S):
+                if self.stop.is_set() or self.unfinished == 0:
                     self.workers -= 1
                     return None
-                if self.unfinished == 0:
-                    dry_since = now if dry_since is None else dry_since
-                    self.cond.wait(LINGER_S - (now - dry_since))
-                    continue
-                dry_since = None
+                now = time.monotonic()
                 if self.delayed and self.delayed[0][0] <= now:
                     return heapq.heappop(self.delayed)[2]
                 if self.ready:
