@@ -22,7 +22,7 @@ import time
 from typing import Callable, Optional
 
 from medhelm_core import journal, owners
-from medhelm_core.combining import Combiner, Piece
+from medhelm_core.combining import Combiner, Piece, settle_together
 from medhelm_core.errors import MedhelmError
 from medhelm_core.pg_session import PgSession
 
@@ -30,18 +30,9 @@ Write = Callable[[object], None]   # (connection) -> None, run inside a store tr
 
 
 # -- the table in the store (a DuckDB file) ---------------------------------------------------------
-def dead_claimants(conn, lease_s: float = 120.0, keys: list[str] | None = None,
-                   besides: str | None = None) -> list[str]:
-    """Owners of claims in `completion_claims` (on `keys`, when given; other than `besides`) that are dead."""
-    where, params = [], []
-    if keys is not None:
-        where.append("request_key IN (SELECT unnest(?::VARCHAR[]))")
-        params.append(keys)
-    if besides is not None:
-        where.append("owner <> ?")
-        params.append(besides)
-    held = conn.execute("SELECT owner, max(heartbeat) FROM completion_claims"
-                        + (" WHERE " + " AND ".join(where) if where else "") + " GROUP BY owner", params).fetchall()
+def dead_claimants(conn, lease_s: float = 120.0) -> list[str]:
+    """Owners of claims in `completion_claims` that are dead."""
+    held = conn.execute("SELECT owner, max(heartbeat) FROM completion_claims GROUP BY owner").fetchall()
     return _dead(held, lease_s)
 
 
@@ -73,26 +64,12 @@ class TableClaims:
         return self._claims.submit(_Ask(list(dict.fromkeys(keys)), owner, lease_s, also))
 
     def _claim_batch(self, pieces: list[Piece]) -> None:
-        try:
-            mine, recovered = self.store.combined(lambda conn: _claim_all(self.store, conn, [p.work for p in pieces]))
-        except Exception as e:  # noqa: BLE001 - each alone, so that an error is only its own ask's
-            if len(pieces) == 1:
-                pieces[0].settle(error=e)
-                return
-            for piece in pieces:
-                try:
-                    piece.settle(self._claim_batch_alone(piece.work))
-                except BaseException as e:  # noqa: BLE001 - raised in the asking thread
-                    piece.settle(error=e)
-            return
-        journal.remove(recovered)
-        for piece, keys in zip(pieces, mine):
-            piece.settle(keys)
+        def run(asks: list[_Ask]) -> list[set[str]]:
+            mine, recovered = self.store.combined(lambda conn: _claim_all(self.store, conn, asks))
+            journal.remove(recovered)
+            return mine
 
-    def _claim_batch_alone(self, ask: "_Ask") -> set[str]:
-        mine, recovered = self.store.combined(lambda conn: _claim_all(self.store, conn, [ask]))
-        journal.remove(recovered)
-        return mine[0]
+        settle_together(pieces, run)
 
     def commit(self, owner: str, settled: list[str], write: Write) -> None:
         """`write` (the answers and failures of a batch) and the settling of their claims, in one
@@ -100,33 +77,11 @@ class TableClaims:
         self._commits.submit((owner, list(settled), write))
 
     def _commit_batch(self, pieces: list[Piece]) -> None:
-        def work(conn) -> None:
-            keys, owners = [], []
-            for owner, settled, write in (p.work for p in pieces):
-                write(conn)
-                keys += settled
-                owners += [owner] * len(settled)
-            if keys:
-                conn.execute("DELETE FROM completion_claims c USING (SELECT unnest(?::VARCHAR[]) AS k,"
-                             " unnest(?::VARCHAR[]) AS o) s WHERE c.request_key = s.k AND c.owner = s.o",
-                             [keys, owners])
-            conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner IN (SELECT unnest(?::VARCHAR[]))",
-                         [time.time(), sorted({p.work[0] for p in pieces})])
+        def run(commits: list[tuple]) -> list[None]:
+            self.store.combined(lambda conn: _commit_all(conn, commits))
+            return [None] * len(commits)
 
-        try:
-            self.store.combined(work)
-        except Exception as e:  # noqa: BLE001 - each alone, so that an error is only its own commit's
-            if len(pieces) == 1:
-                pieces[0].settle(error=e)
-                return
-            for piece in pieces:
-                try:
-                    self._commit_batch([piece])
-                except BaseException as e2:  # noqa: BLE001
-                    piece.settle(error=e2)
-            return
-        for piece in pieces:
-            piece.settle()
+        settle_together(pieces, run)
 
     def heartbeat(self, owner: str) -> None:
         def work(conn) -> None:
@@ -151,6 +106,21 @@ class _Ask:
 
     def __init__(self, keys: list[str], owner: str, lease_s: float, also: Optional[Write]):
         self.keys, self.owner, self.lease_s, self.also = keys, owner, lease_s, also
+
+
+def _commit_all(conn, commits: list[tuple[str, list[str], Write]]) -> None:
+    """The (owner, settled keys, write) commits in one transaction: each write, then one delete of the
+    settled claims (each its owner's) and one heartbeat for the owners' other claims."""
+    keys, owners = [], []
+    for owner, settled, write in commits:
+        write(conn)
+        keys += settled
+        owners += [owner] * len(settled)
+    if keys:
+        conn.execute("DELETE FROM completion_claims c USING (SELECT unnest(?::VARCHAR[]) AS k,"
+                     " unnest(?::VARCHAR[]) AS o) s WHERE c.request_key = s.k AND c.owner = s.o", [keys, owners])
+    conn.execute("UPDATE completion_claims SET heartbeat = ? WHERE owner IN (SELECT unnest(?::VARCHAR[]))",
+                 [time.time(), sorted({owner for owner, _, _ in commits})])
 
 
 def _claim_all(store, conn, asks: list[_Ask]) -> tuple[list[set[str]], list]:

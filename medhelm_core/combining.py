@@ -52,3 +52,22 @@ class Combiner:
         if piece.error is not None:
             raise piece.error
         return piece.result
+
+
+def settle_together(pieces: list[Piece], run: Callable[[list], list]) -> None:
+    """Settle `pieces` with `run([work, ...]) -> [result, ...]` over all of them at once; where that
+    raises, run each alone, so that an error is only its own piece's."""
+    try:
+        results = run([p.work for p in pieces])
+    except Exception as e:  # noqa: BLE001 - kept by the piece(s) it belongs to
+        if len(pieces) == 1:
+            pieces[0].settle(error=e)
+            return
+        for piece in pieces:
+            try:
+                piece.settle(run([piece.work])[0])
+            except BaseException as alone:  # noqa: BLE001 - raised in the thread that handed the piece in
+                piece.settle(error=alone)
+        return
+    for piece, result in zip(pieces, results):
+        piece.settle(result)

@@ -23,7 +23,7 @@ import duckdb
 import filelock
 
 from medhelm_core import journal
-from medhelm_core.combining import Combiner, Piece
+from medhelm_core.combining import Combiner, Piece, settle_together
 from medhelm_core.errors import MedhelmError, shorten
 from medhelm_core.claims import TableClaims, dead_claimants, drop_claims
 from medhelm_core.resources import ddl
@@ -311,22 +311,11 @@ class Store:
         return db.combiner.submit(fn)
 
     def _run_batch(self, batch: list[Piece]) -> None:
-        if len(batch) > 1:
-            try:
-                with self.transaction() as conn:
-                    results = [piece.work(conn) for piece in batch]
-            except Exception:  # noqa: BLE001 - each piece again alone: the error is found and kept by its own
-                pass
-            else:
-                for piece, result in zip(batch, results):
-                    piece.settle(result)
-                return
-        for piece in batch:
-            try:
-                with self.transaction() as conn:
-                    piece.settle(piece.work(conn))
-            except BaseException as e:  # noqa: BLE001 - raised in the thread that handed the piece in
-                piece.settle(error=e)
+        def run(works: list) -> list:
+            with self.transaction() as conn:
+                return [work(conn) for work in works]
+
+        settle_together(batch, run)
 
 
 @contextmanager
