@@ -98,12 +98,15 @@ def _check_batch_flags(args) -> None:
 
 
 def _run(args) -> int:
+    from medhelm_core.hf_hub import start_torch_device_probe
     from medhelm_core.run.entries import expand_selection
     from medhelm_core.run.workspace import Workspace
 
     ws = Workspace(args.output_path, args.local_path, num_threads=args.num_threads,
                    benchmark_paths=tuple(args.benchmark_path), edition=args.edition, storage=args.storage)
     selection = from_arguments(RunSelection, args)
+    if selection.metric_device == "auto":
+        start_torch_device_probe()  # answered beside the expansion, when the first spec asks
     if args.judges_given and not (args.dry_run or args.collect) and _rejudges(ws, args):
         return _rejudge(ws, args)
     entries = expand_selection(ws, selection)  # the only expansion: the register_suite job takes these

@@ -15,8 +15,11 @@ network learns in a few seconds what is missing (one line), and the cost estimat
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
+import subprocess
+import sys
 import threading
 import urllib.request
 from typing import Any, Callable, Optional
@@ -45,10 +48,47 @@ def _not_here(what: str, name_or_path: str, unreachable: str) -> LocalModelUnava
                                  f"({hub_cache_dir()}), and {unreachable}", missing=name_or_path, cause=cause)
 
 
+# torch's answer, asked once per process: importing torch costs about 1.5 s and 180 MB, which the
+# process that sends a suite's requests needs for nothing else, so a child process imports it.
+_DEVICE_PROBE = "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')"
+_device: dict[str, Any] = {}
+_device_lock = threading.Lock()
+
+
+def start_torch_device_probe() -> None:
+    """Start `torch_device_name`'s child process now (it runs beside the work that comes before
+    the answer is needed)."""
+    with _device_lock:
+        _start_probe()
+
+
+def _start_probe() -> None:
+    if "name" in _device or "probe" in _device or "torch" in sys.modules:
+        return
+    if importlib.util.find_spec("torch") is None:
+        _device["name"] = "cpu"
+        return
+    _device["probe"] = subprocess.Popen([sys.executable, "-c", _DEVICE_PROBE], stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
 def torch_device_name() -> str:
     """HELM's `get_torch_device_name()` on this machine: "cuda" when torch sees a GPU, else "cpu" (also
     without torch: nothing could run on a GPU here). Where HELM's metrics run, and what its run specs
-    record as SummarizationMetric's device."""
+    record as SummarizationMetric's device. Asked in a child process unless torch is imported here."""
+    with _device_lock:
+        if "name" not in _device:
+            _start_probe()
+            probe = _device.pop("probe", None)
+            answer = probe.communicate()[0].strip() if probe is not None else ""
+            if probe is not None and probe.returncode == 0 and answer in ("cuda", "cpu"):
+                _device["name"] = answer
+            else:   # torch already imported here, or the child could not tell: ask in this process
+                _device["name"] = _torch_device_here()
+        return _device["name"]
+
+
+def _torch_device_here() -> str:
     try:
         import torch
     except ImportError:

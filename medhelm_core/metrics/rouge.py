@@ -19,12 +19,15 @@ from collections import Counter
 from functools import lru_cache
 from typing import Sequence
 
+from medhelm_core.light_imports import NLTK_OPTIONAL, hiding
+
 
 class _MemoStemmer:
     """nltk's PorterStemmer() with a memo on `stem` (pure function of the word)."""
 
     def __init__(self) -> None:
-        from nltk.stem import porter
+        with hiding(*NLTK_OPTIONAL):
+            from nltk.stem import porter
 
         self.stem = lru_cache(maxsize=200_000)(porter.PorterStemmer().stem)
 
@@ -37,7 +40,8 @@ def _stemmer() -> _MemoStemmer:
 @lru_cache(maxsize=2048)
 def rouge_tokens(text: str) -> tuple[str, ...]:
     """rouge_score's DefaultTokenizer(use_stemmer=True).tokenize(text)."""
-    from rouge_score import tokenize
+    with hiding(*NLTK_OPTIONAL):
+        from rouge_score import tokenize
 
     return tuple(tokenize.tokenize(text, _stemmer()))
 

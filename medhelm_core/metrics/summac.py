@@ -25,6 +25,7 @@ from functools import lru_cache
 from typing import Any
 
 from medhelm_core.hf_hub import LocalModelUnavailable, from_pretrained, torch_device_name
+from medhelm_core.light_imports import NLTK_OPTIONAL, hiding
 from medhelm_core.metrics.base import MetricError
 from medhelm_core.metrics.bertscore import SUMMARIZATION_EXTRA
 
@@ -43,7 +44,8 @@ class SummaCUnavailable(MetricError):
 
 
 def _check_punkt() -> None:
-    import nltk
+    with hiding(*NLTK_OPTIONAL):
+        import nltk
 
     try:
         nltk.data.find(PUNKT)
@@ -80,7 +82,8 @@ class SummaCZS:
         self.new_line_split = new_line_split
 
     def sentences(self, text: str) -> list[str]:
-        from nltk.tokenize import sent_tokenize
+        with hiding(*NLTK_OPTIONAL):
+            from nltk.tokenize import sent_tokenize
 
         if not self.new_line_split:
             return [s for s in sent_tokenize(text) if len(s) > MIN_SENTENCE_CHARS]

@@ -24,6 +24,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Sequence
 
+from medhelm_core.light_imports import SPACY_OPTIONAL, hiding
 from medhelm_core.metrics.base import EvalContext, Metric, MetricError, helm_metric
 from medhelm_core.metrics.bertscore import BERTSCORE_STATS, BERTScoreUnavailable, bert_scorer, bert_scores
 from medhelm_core.metrics.rouge import rouge_fmeasures
@@ -36,15 +37,15 @@ _ROUGE_NAMES = {"rouge1": "rouge_1", "rouge2": "rouge_2", "rougeL": "rouge_l"}
 @lru_cache(maxsize=1)
 def _english_tokenizer():
     """spaCy's rule-based English tokenizer (what `en_core_web_sm` / `spacy.blank("en")` use)."""
-    try:
-        import spacy
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise MetricError(
-            "SummarizationMetric needs the package 'spacy' (its English tokenizer) for "
-            "summarization_coverage/density/compression"
-        ) from e
-    nlp = spacy.blank("en")
-    return nlp
+    with hiding(*SPACY_OPTIONAL):
+        try:
+            import spacy
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise MetricError(
+                "SummarizationMetric needs the package 'spacy' (its English tokenizer) for "
+                "summarization_coverage/density/compression"
+            ) from e
+        return spacy.blank("en")
 
 
 @lru_cache(maxsize=128)

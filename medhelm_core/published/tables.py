@@ -15,6 +15,7 @@ import duckdb
 
 from medhelm_core.resources import ddl
 from medhelm_core.storage import run_ddl
+from medhelm_core.store import store_memory_limit
 
 # The type of one stat in per_instance_stats.json as read_json sees it (also in sql/ddl/published.sql).
 STAT_STRUCT = ("STRUCT(name STRUCT(name VARCHAR, split VARCHAR, sub_split VARCHAR, perturbation JSON), "
@@ -53,8 +54,8 @@ def bound_memory(conn: duckdb.DuckDBPyConnection) -> None:
 
 
 def unbound_memory(conn: duckdb.DuckDBPyConnection) -> None:
-    """DuckDB's own memory limit again, for whatever else uses a database kept open."""
-    conn.execute("RESET memory_limit")
+    """The store's memory limit again, for whatever else uses a database kept open."""
+    conn.execute(f"SET memory_limit = '{store_memory_limit()}'")
 
 
 @contextmanager

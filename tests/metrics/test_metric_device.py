@@ -119,3 +119,28 @@ def test_without_the_weights_the_run_refuses_before_any_call(tmp_path, models, m
     assert RUN.split(":")[0] in line and str(tmp_path / "empty_hf") in line and "--metric-device cpu" in line, line
     assert mock_server.stats()["total_requests"] == 0
     assert not (tmp_path / "out" / "runs" / "s" / RUN / "per_instance_stats.json").exists()
+
+
+def test_auto_is_asked_in_a_child_process_and_gives_torchs_own_answer():
+    """The suite's process never imports torch (180 MB, 1.5 s) to learn the device; the child's answer
+    is the one torch gives in this process."""
+    pytest.importorskip("torch")
+    code = ("import sys; from medhelm_core.hf_hub import start_torch_device_probe, torch_device_name\n"
+            "start_torch_device_probe(); name = torch_device_name()\n"
+            "assert 'torch' not in sys.modules, 'torch imported here'\n"
+            "import torch; assert name == ('cuda' if torch.cuda.is_available() else 'cpu'), name\n"
+            "print(name)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() in ("cpu", "cuda")
+
+
+def test_a_failing_child_falls_back_to_asking_here():
+    pytest.importorskip("torch")
+    code = ("import sys; from medhelm_core import hf_hub\n"
+            "hf_hub._DEVICE_PROBE = 'raise SystemExit(3)'\n"
+            "name = hf_hub.torch_device_name()\n"
+            "assert 'torch' in sys.modules, 'not asked here'\n"
+            "import torch; assert name == ('cuda' if torch.cuda.is_available() else 'cpu'), name")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
