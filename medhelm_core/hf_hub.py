@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import urllib.request
+from pathlib import Path
 from typing import Any, Callable, Optional
 from urllib.parse import urlsplit
 
@@ -65,11 +66,23 @@ def start_torch_device_probe() -> None:
 def _start_probe() -> None:
     if "name" in _device or "probe" in _device or "torch" in sys.modules:
         return
-    if importlib.util.find_spec("torch") is None:
+    if _cpu_only_torch():
         _device["name"] = "cpu"
         return
     _device["probe"] = subprocess.Popen([sys.executable, "-c", _DEVICE_PROBE], stdin=subprocess.DEVNULL,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def _cpu_only_torch() -> bool:
+    """No torch, or a build without CUDA and ROCm libraries: `torch.cuda.is_available()` is False
+    there whatever the machine has (a CPU build lacks `torch._C._cuda_getDeviceCount`)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None:
+        return True
+    libs = Path(spec.origin or "").parent / "lib"
+    if not libs.is_dir():
+        return False   # an unusual layout: ask torch
+    return not any(libs.glob("libtorch_cuda*")) and not any(libs.glob("libtorch_hip*"))
 
 
 def torch_device_name() -> str:
@@ -79,6 +92,7 @@ def torch_device_name() -> str:
     with _device_lock:
         if "name" not in _device:
             _start_probe()
+        if "name" not in _device:
             probe = _device.pop("probe", None)
             answer = probe.communicate()[0].strip() if probe is not None else ""
             if probe is not None and probe.returncode == 0 and answer in ("cuda", "cpu"):

@@ -125,8 +125,10 @@ def test_auto_is_asked_in_a_child_process_and_gives_torchs_own_answer():
     """The suite's process never imports torch (180 MB, 1.5 s) to learn the device; the child's answer
     is the one torch gives in this process."""
     pytest.importorskip("torch")
-    code = ("import sys; from medhelm_core.hf_hub import start_torch_device_probe, torch_device_name\n"
-            "start_torch_device_probe(); name = torch_device_name()\n"
+    code = ("import sys; from medhelm_core import hf_hub\n"
+            "hf_hub._cpu_only_torch = lambda: False   # as on a CUDA build\n"
+            "hf_hub.start_torch_device_probe(); assert 'probe' in hf_hub._device\n"
+            "name = hf_hub.torch_device_name()\n"
             "assert 'torch' not in sys.modules, 'torch imported here'\n"
             "import torch; assert name == ('cuda' if torch.cuda.is_available() else 'cpu'), name\n"
             "print(name)")
@@ -138,9 +140,24 @@ def test_auto_is_asked_in_a_child_process_and_gives_torchs_own_answer():
 def test_a_failing_child_falls_back_to_asking_here():
     pytest.importorskip("torch")
     code = ("import sys; from medhelm_core import hf_hub\n"
+            "hf_hub._cpu_only_torch = lambda: False\n"
             "hf_hub._DEVICE_PROBE = 'raise SystemExit(3)'\n"
             "name = hf_hub.torch_device_name()\n"
             "assert 'torch' in sys.modules, 'not asked here'\n"
             "import torch; assert name == ('cuda' if torch.cuda.is_available() else 'cpu'), name")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_a_build_of_torch_without_gpu_libraries_is_cpu_without_importing_it():
+    torch = pytest.importorskip("torch")
+    code = ("import sys; from medhelm_core import hf_hub\n"
+            "cpu_only = hf_hub._cpu_only_torch(); name = hf_hub.torch_device_name()\n"
+            "assert 'torch' not in sys.modules\n"
+            "import torch; print(cpu_only, name, hasattr(torch._C, '_cuda_getDeviceCount'), torch.cuda.is_available())")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    cpu_only, name, compiled, available = out.stdout.split()
+    if cpu_only == "True":
+        assert (compiled, available, name) == ("False", "False", "cpu")
+    assert name == ("cuda" if available == "True" else "cpu")
