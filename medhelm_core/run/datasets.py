@@ -215,17 +215,26 @@ def _build_dataset(ws: Workspace, partition_key: str) -> dict:
     return {"scenario_key": key, "content_hash": content, "num_instances": n, "built": built, "tier": defn.tier}
 
 
+# The positions HELM's draw keeps, per (dataset key, max_eval_instances, eval_splits, with_train): a
+# key names the bytes of its instances, so the draw never changes; each model's run of a benchmark
+# takes it from here instead of reading and shuffling every instance's split again.
+_KEPT: dict[tuple, list[int]] = {}
+
+
 def sampled_instances(ws: Workspace, key: str, max_eval_instances: int | None, eval_splits: list | None,
                       with_train: bool = True) -> list[dict]:
     """`adapt.downsample_eval_instances` over the instances of the built dataset `key`, decoding only
     those it keeps: its draw reads nothing but each instance's split (a column of `instances`), so a
     run of 5 instances does not parse every instance of a benchmark of thousands. `with_train=False`
     leaves out the train instances it keeps (a run without in-context examples never reads them)."""
+    memo = (key, max_eval_instances, None if eval_splits is None else tuple(eval_splits), with_train)
     with ws.store.connect() as conn:
-        stubs = [{"split": split, "position": position} for position, split in conn.execute(
-            "SELECT position, split FROM instances WHERE scenario_key = ? ORDER BY position", [key]).fetchall()]
-        kept = [stub["position"] for stub in adapt.downsample_eval_instances(stubs, max_eval_instances, eval_splits)
-                if with_train or stub["split"] != adapt.TRAIN_SPLIT]
+        kept = _KEPT.get(memo)
+        if kept is None:
+            stubs = [{"split": split, "position": position} for position, split in conn.execute(
+                "SELECT position, split FROM instances WHERE scenario_key = ? ORDER BY position", [key]).fetchall()]
+            kept = _KEPT[memo] = [stub["position"] for stub in adapt.downsample_eval_instances(
+                stubs, max_eval_instances, eval_splits) if with_train or stub["split"] != adapt.TRAIN_SPLIT]
         rows = dict(conn.execute("SELECT position, instance FROM instances WHERE scenario_key = ?"
                                  " AND position IN (SELECT unnest(?::INTEGER[]))", [key, kept]).fetchall())
     return [json.loads(rows[position]) for position in kept]

@@ -59,3 +59,29 @@ def test_multiple_choice_train_examples_render_gold_letter():
     prompt = adapt.render_prompt(spec, [train], test)
     assert prompt == ("Pick.\n\nQuestion: 2+2?\nA. 3\nB. 4\nAnswer: B\n\n"
                       "Question: 1+1?\nA. 2\nB. 5\nAnswer:")
+
+
+def test_a_datasets_draw_is_remembered_and_each_run_gets_its_own_instances(tmp_path):
+    """`sampled_instances` keeps the positions of HELM's draw per dataset key and settings: the
+    second model's run gets the same instances as a fresh draw over every instance, as new objects."""
+    import json
+
+    from medhelm_core.run import datasets
+    from medhelm_core.run.workspace import Workspace
+    from medhelm_core.store import insert_rows
+
+    ws = Workspace(tmp_path / "out", tmp_path / "prod_env")
+    splits = ["train"] * 3 + ["test"] * 40 + ["valid"] * 7
+    insts = [{"id": f"id{i}", "split": s, "input": {"text": f"q{i}"}} for i, s in enumerate(splits)]
+    with ws.store.transaction() as conn:
+        insert_rows(conn, "instances", ["scenario_key", "position", "instance_id", "split", "instance"],
+                    [("k1", i, inst["id"], inst["split"], json.dumps(inst)) for i, inst in enumerate(insts)])
+    for settings in [(5, None, True), (5, None, False), (10, ["valid"], True), (None, None, True), (5, None, True)]:
+        n, eval_splits, with_train = settings
+        want = [i for i in adapt.downsample_eval_instances(insts, n, eval_splits)
+                if with_train or i["split"] != adapt.TRAIN_SPLIT]
+        first = datasets.sampled_instances(ws, "k1", n, eval_splits, with_train)
+        again = datasets.sampled_instances(ws, "k1", n, eval_splits, with_train)
+        assert first == again == want
+        assert all(a is not b for a, b in zip(first, again))
+    assert ("k1", 5, None, True) in datasets._KEPT and ("k1", 10, ("valid",), True) in datasets._KEPT
