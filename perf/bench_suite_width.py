@@ -39,8 +39,13 @@ figures move by +-20% with it), one run each:
 | 100 | 9f2236d [3.7] | 31,031 | 285.1 s (215.5 s) | 1.32x |  9.4 s (10.3 s) | 380.0 s, 12.2 (main 10.4) | 1.57 GB + 0.63 GB scoring worker |
 | 100 | e73d4a5 [6.8] | 31,031 | 284.0 s (215.6 s) | 1.32x |  9.2 s (10.6 s) | 340.5 s, 11.0 (main 8.9) | 1.55 GB + 0.63 GB scoring worker |
 
+| 20 | 918cdd7 | 6,267 |  81.8 s (44.0 s) | 1.86x |  9.2 s (9.9 s) | 107.4 s, 17.1 (main 14.3) | 1.46 GB, 2.07 GB with the scoring worker |
+| 20 | a0a805a | 6,267 |  80.7 s (44.0 s) | 1.83x |  7.9 s (7.5 s) | 106.1 s, 16.9 (main 14.5) | 0.99 GB, 1.26 GB with the scoring worker |
+| 100 | 918cdd7 | 31,031 | 286.6 s (215.5 s) | 1.33x |  7.9 s (8.9 s) | 314.8 s, 10.1 (main 8.2) | 1.62 GB, 2.25 GB with the scoring worker |
+| 100 | a0a805a | 31,031 | 293.3 s (215.5 s) | 1.36x |  9.9 s (11.4 s) | 345.3 s, 11.1 (main 9.3) | 1.10 GB, 1.35 GB with the scoring worker |
+
 (The last four rows: the same session, the two trees alternated; a second round at 20 instances gave
-2.09x and 1.86x.) A rerun with nothing new: 4.8 s (after), 2.6 s (now). "now", 9f2236d, e73d4a5: see
+2.09x and 1.86x; the last four, memory: 918cdd7 and a0a805a alternated in a later session.) A rerun with nothing new: 4.8 s (after), 2.6 s (now). "now", 9f2236d, e73d4a5: see
 docs/performance.md. "before": the tree before issue 40's first slice (the Dagster run
 planned every cell of the suite's rectangle, 1,820 events, and materialized its 182 holes before
 the first call; each run parsed every instance of its benchmark).
