@@ -21,13 +21,19 @@ SPACY_OPTIONAL = ("torch",)            # thinc's torch shims; the rule-based tok
 
 
 class _Hidden(importlib.abc.MetaPathFinder):
-    def __init__(self, names: frozenset[str], thread: int):
-        self.names, self.thread = names, thread
+    """Installed once and never removed: another thread may be walking `sys.meta_path`, and taking
+    an entry out of the list under it could make it skip the next finder."""
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname.partition(".")[0] in self.names and threading.get_ident() == self.thread:
+        names = getattr(_hidden, "names", None)
+        if names and fullname.partition(".")[0] in names:
             raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
         return None
+
+
+_hidden = threading.local()   # the packages hidden from this thread now
+_installed: list[_Hidden] = []
+_install_lock = threading.Lock()
 
 
 @contextmanager
@@ -37,9 +43,13 @@ def hiding(*packages: str) -> Iterator[None]:
     if not names:
         yield
         return
-    finder = _Hidden(names, threading.get_ident())
-    sys.meta_path.insert(0, finder)
+    with _install_lock:
+        if not _installed:
+            _installed.append(_Hidden())
+            sys.meta_path.insert(0, _installed[0])
+    before = getattr(_hidden, "names", frozenset())
+    _hidden.names = before | names
     try:
         yield
     finally:
-        sys.meta_path.remove(finder)
+        _hidden.names = before
