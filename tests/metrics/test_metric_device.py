@@ -121,6 +121,13 @@ def test_without_the_weights_the_run_refuses_before_any_call(tmp_path, models, m
     assert not (tmp_path / "out" / "runs" / "s" / RUN / "per_instance_stats.json").exists()
 
 
+def _python(code: str) -> str:
+    """`code` run by a fresh interpreter (torch not imported yet); its stdout."""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def test_auto_is_asked_in_a_child_process_and_gives_torchs_own_answer():
     """The suite's process never imports torch (180 MB, 1.5 s) to learn the device; the child's answer
     is the one torch gives in this process."""
@@ -132,9 +139,7 @@ def test_auto_is_asked_in_a_child_process_and_gives_torchs_own_answer():
             "assert 'torch' not in sys.modules, 'torch imported here'\n"
             "import torch; assert name == ('cuda' if torch.cuda.is_available() else 'cpu'), name\n"
             "print(name)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() in ("cpu", "cuda")
+    assert _python(code).strip() in ("cpu", "cuda")
 
 
 def test_a_failing_child_falls_back_to_asking_here():
@@ -145,19 +150,16 @@ def test_a_failing_child_falls_back_to_asking_here():
             "name = hf_hub.torch_device_name()\n"
             "assert 'torch' in sys.modules, 'not asked here'\n"
             "import torch; assert name == ('cuda' if torch.cuda.is_available() else 'cpu'), name")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
+    _python(code)
 
 
 def test_a_build_of_torch_without_gpu_libraries_is_cpu_without_importing_it():
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     code = ("import sys; from medhelm_core import hf_hub\n"
             "cpu_only = hf_hub._cpu_only_torch(); name = hf_hub.torch_device_name()\n"
             "assert 'torch' not in sys.modules\n"
             "import torch; print(cpu_only, name, hasattr(torch._C, '_cuda_getDeviceCount'), torch.cuda.is_available())")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    cpu_only, name, compiled, available = out.stdout.split()
+    cpu_only, name, compiled, available = _python(code).split()
     if cpu_only == "True":
         assert (compiled, available, name) == ("False", "False", "cpu")
     assert name == ("cuda" if available == "True" else "cpu")
