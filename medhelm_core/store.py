@@ -138,8 +138,7 @@ class _Database:
         lock_was_there = Path(self.flock.lock_file).exists()
         self._acquire_turn()
         try:
-            self.conn = duckdb.connect(str(self.path), read_only=read_only,
-                                       config=config)
+            self.conn = duckdb.connect(str(self.path), read_only=read_only, config=config)
         except duckdb.Error as e:
             self.flock.release()
             if not lock_was_there:   # a file that cannot be opened: leave its folder as it was
