@@ -63,7 +63,8 @@ def unreadable_database(path: Path, error: BaseException) -> MedhelmError:
 
 MEMORY_LIMIT_ENV = "MEDHELM_DUCKDB_MEMORY_LIMIT"
 DEFAULT_MEMORY_LIMIT = "256MB"
-_SIZE = re.compile(r"\d+(\.\d+)?\s*([KMGT]i?B|B)?", re.IGNORECASE)
+MIN_MEMORY_LIMIT_BYTES = 16_000_000   # below this DuckDB cannot even open the file (it says "Out of Memory")
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT])(i?)B", re.IGNORECASE)   # DuckDB's units: KB..TB, KiB..TiB
 
 
 def store_memory_limit() -> str:
@@ -71,8 +72,12 @@ def store_memory_limit() -> str:
     disk, so what goes past this is read again rather than kept: DuckDB's own default, 80% of the
     machine's memory, let a suite's process keep every block it ever wrote or read."""
     value = os.environ.get(MEMORY_LIMIT_ENV, "").strip() or DEFAULT_MEMORY_LIMIT
-    if not _SIZE.fullmatch(value):
+    size = _SIZE.fullmatch(value)
+    if not size:
         raise MedhelmError(f"${MEMORY_LIMIT_ENV} must be a size such as 256MB or 2GB, got {value!r}")
+    number, unit, binary = size.groups()
+    if float(number) * (1024 if binary else 1000) ** ("KMGT".index(unit.upper()) + 1) < MIN_MEMORY_LIMIT_BYTES:
+        raise MedhelmError(f"${MEMORY_LIMIT_ENV} must be at least 16MB, got {value!r}")
     return value
 
 

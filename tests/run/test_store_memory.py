@@ -25,10 +25,20 @@ def test_the_store_opens_with_its_memory_limit_and_imports_return_to_it(tmp_path
         assert _limit(conn) == "953.6 MiB"
 
 
-def test_a_malformed_limit_is_one_line_naming_the_variable(tmp_path, monkeypatch):
-    monkeypatch.setenv("MEDHELM_DUCKDB_MEMORY_LIMIT", "lots")
-    with pytest.raises(MedhelmError, match=r"^\$MEDHELM_DUCKDB_MEMORY_LIMIT must be a size such as 256MB or 2GB, "
-                                           r"got 'lots'$"):
+@pytest.mark.parametrize("value, why", [
+    ("lots", "must be a size such as 256MB or 2GB"), ("512", "must be a size such as 256MB or 2GB"),
+    ("-5MB", "must be a size such as 256MB or 2GB"), ("0MB", "must be at least 16MB"),
+    ("3kb", "must be at least 16MB"), ("15.9MB", "must be at least 16MB")])
+def test_a_malformed_or_tiny_limit_is_one_line_naming_the_variable(tmp_path, monkeypatch, value, why):
+    monkeypatch.setenv("MEDHELM_DUCKDB_MEMORY_LIMIT", value)
+    with pytest.raises(MedhelmError, match=rf"^\$MEDHELM_DUCKDB_MEMORY_LIMIT {why}, got '{value}'$"):
         with Store(tmp_path / "c.duckdb").connect():
             pass
     assert not (tmp_path / "c.duckdb").exists()
+
+
+@pytest.mark.parametrize("value, shown", [("16MB", "15.2 MiB"), ("12 GB", "11.1 GiB"), ("2gib", "2.0 GiB")])
+def test_every_unit_duckdb_takes_is_taken(tmp_path, monkeypatch, value, shown):
+    monkeypatch.setenv("MEDHELM_DUCKDB_MEMORY_LIMIT", value)
+    with Store(tmp_path / "d.duckdb").connect() as conn:
+        assert _limit(conn) == shown
