@@ -19,7 +19,9 @@ Printed:
   it held on average;
 * calls per second over time (10 s buckets of the mocks' logs);
 * peak RSS of medhelm-run;
-* with `--rerun`, a rerun with nothing new; with `HELM_VENV`, the same suite through helm-run.
+* with `--rerun`, a rerun with nothing new; with `HELM_VENV` (a crfm-helm 0.5.16 venv), the same
+  suite through helm-run, offline as the golden public run (perf/helm_offline.py), with
+  `--num-threads` = `--limit`, its wall time and the runs it completed (logs: helm-run.{out,err}).
 
 Measured on the 2-core dev machine, shared with two other workers (load average in brackets; the
 figures move by +-20% with it), one run each:
@@ -144,6 +146,43 @@ def lay_out(shared: Path, root: Path, conf: Path, drop: tuple[str, ...], latency
     (env / "medhelm_deployments.yaml").write_text(
         "deployments:\n" + "".join(f"  {n}:\n    max_concurrency: {limit}\n" for n in names))
     return names, tags, len(descriptions)
+
+
+def helm_prod_env(root: Path) -> None:
+    """work/helm_prod_env: work/prod_env's deployments, with the mock key as `stanfordhealthcareApiKey`.
+    HELM reads credentials.conf with pyhocon, which keeps the quotes of a quoted key holding a dot
+    (`"stanfordhealthcare/llama-3.3-70b-instruct"`), so its per-deployment lookup misses every
+    deployment with a dot in its name (llama-3.3, the gemini ones); HELM looks up the host
+    organization's key first."""
+    helm_env = root / "work" / "helm_prod_env"
+    helm_env.mkdir(exist_ok=True)
+    shutil.copyfile(root / "work" / "prod_env" / "model_deployments.yaml", helm_env / "model_deployments.yaml")
+    (helm_env / "credentials.conf").write_text('stanfordhealthcareApiKey: "mock-key"\n')
+
+
+def helm_outcome(root: Path, output_path: str, suite: str) -> tuple[int, str | None, int]:
+    """(runs HELM completed: run directories with a stats.json; its first failed run with the last
+    line of its traceback; the judge annotations it logged as failed) from helm-run.out."""
+    suite_dir = root / output_path / "runs" / suite
+    done = sum(1 for d in suite_dir.iterdir() if d.is_dir() and (d / "stats.json").exists()) \
+        if suite_dir.is_dir() else 0
+    lines = (root / "helm-run.out").read_text(errors="replace").splitlines()
+    error = None
+    for i, line in enumerate(lines):
+        if "Error when running" in line:
+            block = []
+            for after in lines[i + 1:]:
+                if re.match(r"\d{4}-\d\d-\d\d \d\d:", after):  # HELM's next log line ends the traceback
+                    break
+                block.append(after)
+            last = next((b.strip() for b in reversed(block) if b.strip()), "")
+            error = f"{line.split('Error when running', 1)[1].strip().rstrip(':')}: {last}"
+            break
+    if error is None:
+        error = next((ln.strip() for ln in reversed((root / "helm-run.err").read_text(errors="replace").splitlines())
+                      if ln.strip()), None)
+    judge_errors = sum("ERROR annotating with" in ln for ln in lines)
+    return done, error, judge_errors
 
 
 def find_py_spy(given: str | None) -> str:
@@ -305,12 +344,23 @@ def main() -> None:
             helm_s = None
             helm_run = Path(os.environ.get("HELM_VENV", "/nonexistent")) / "bin" / "helm-run"
             if helm_run.exists():  # the same suite through HELM 0.5.16, side by side in this run
+                from helm_offline import prepare  # perf/helm_offline.py: HELM offline, as the golden public run
+                helm_env = {**os.environ, **prepare(shared, root, "helm_output", "width-helm")}
+                helm_prod_env(root)
+                calls_before = sum(1 for n in names for _ in (root / f"{tags[n]}.jsonl").open())
                 start = time.perf_counter()
-                subprocess.run([str(helm_run), "--conf-paths", "work/conf/suite.conf", "--suite", "width-helm",
-                                "--max-eval-instances", str(args.instances), "--num-threads", str(args.num_threads),
-                                "--output-path", "helm_output", "--local-path", "work/prod_env"],
-                               cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                # --num-threads = the deployments' limit: HELM runs one run at a time, so at most that many
+                # requests are in flight, to that run's deployment (and the judges'), never over the limit
+                # that medhelm-run keeps per deployment.
+                with open(root / "helm-run.out", "w") as out, open(root / "helm-run.err", "w") as err:
+                    helm_code = subprocess.run(
+                        [str(helm_run), "--conf-paths", "work/conf/suite.conf", "--suite", "width-helm",
+                         "--max-eval-instances", str(args.instances), "--num-threads", str(args.limit),
+                         "--output-path", "helm_output", "--local-path", "work/helm_prod_env"],
+                        cwd=root, env=helm_env, stdout=out, stderr=err).returncode
                 helm_s = time.perf_counter() - start
+                helm_calls = sum(1 for n in names for _ in (root / f"{tags[n]}.jsonl").open()) - calls_before
+                helm_done, helm_error, helm_judge_errors = helm_outcome(root, "helm_output", "width-helm")
         finally:
             for m in mocks:
                 m.terminate()
@@ -340,8 +390,14 @@ def main() -> None:
         if again is not None:
             print(f"rerun with nothing new: {again:5.1f} s ({rerun_calls} calls)")
         if helm_s is not None:
-            print(f"helm-run --num-threads {args.num_threads}, same suite: {helm_s:7.1f} s   "
-                  f"ratio to the bound {helm_s / bound:5.2f}")
+            print(f"helm-run --num-threads {args.limit}, same suite: {helm_s:7.1f} s   "
+                  f"ratio to the bound {helm_s / bound:5.2f} ({helm_done}/{n_runs} runs completed, {helm_calls} calls)")
+            logs = f"{root}/helm-run.{{out,err}}" if args.keep else "--keep DIR keeps helm-run.{out,err}"
+            if helm_done < n_runs or helm_code:
+                print(f"  helm-run: exit {helm_code}, {n_runs - helm_done} runs not completed; first error: "
+                      f"{helm_error or '(none logged)'}  [{logs}]")
+            if helm_judge_errors:
+                print(f"  helm-run: {helm_judge_errors} failed judge annotations logged [{logs}]")
         if py_spy:
             print(f"\nprofile (a), launch to the first call ({(first_seen or ended) - launched:.1f} s):")
             print(top_functions(root / "before_first_call.txt", main_thread=True))
