@@ -21,7 +21,7 @@ import json
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -38,6 +38,7 @@ from medhelm_core.run import requests as request_layer
 from medhelm_core.run import scores as score_layer
 from medhelm_core.run import scoring
 from medhelm_core.run.entries import run_workspace, scenario_partition_key, spec_judges
+from medhelm_core.run.lanes import RunLines
 from medhelm_core.run.workspace import RunRef, Workspace
 from medhelm_core.code_digest import code_digest
 from medhelm_core.store import stable_hash, upsert
@@ -157,11 +158,12 @@ def _forget_fingerprint(ws: Workspace, run: RunRef) -> None:
 
 
 def run_one(ws: Workspace, run: RunRef, stages: Iterable[str] = STAGES, priority: float = 0.0,
-            scorer=None, dataset: str | None = None) -> RunOutcome:
+            scorer=None, dataset: str | None = None, requests_built=None) -> RunOutcome:
     """The selected stages of one run; errors are returned in the outcome, not raised. Its
     requests wait for a deployment's slot behind those of runs with a lower `priority`; its
     scores are computed by `scorer` (`scoring.Scorer`: in a worker process) when given; its
-    `dataset` (partition key) is built first when given (the first of its runs builds it)."""
+    `dataset` (partition key) is built first when given (the first of its runs builds it);
+    `requests_built(run)` is told when its requests are built."""
     stages = [s for s in STAGES if s in set(stages)]
     out = RunOutcome(run)
     start = time.time()
@@ -178,6 +180,8 @@ def run_one(ws: Workspace, run: RunRef, stages: Iterable[str] = STAGES, priority
         if "requests" in stages:
             out.info["requests"] = request_layer.build_requests(ws, run)
             out.stages.append("requests")
+            if requests_built is not None:
+                requests_built(run)
         if "completions" in stages:
             _completions_and_jury(ws, run, out, with_jury="annotations" in stages, priority=priority)
         elif "annotations" in stages:
@@ -285,6 +289,13 @@ def _run_facts(ws: Workspace, runs: list[RunRef]) -> dict[RunRef, tuple[str, tup
     return facts
 
 
+def lane_runs(order: list[RunRef], facts: dict[RunRef, tuple[str, tuple[str, ...]]]) -> list[RunRef]:
+    """The runs of `order` that never wait on a judge, on deployments no judge uses (`lanes`):
+    none when the suite has no jury."""
+    judge_deployments = {j for _, judges in facts.values() for j in judges}
+    return [r for r in order if judge_deployments and not facts[r][1] and facts[r][0] not in judge_deployments]
+
+
 def schedule(runs: list[RunRef], facts: dict[RunRef, tuple[str, tuple[str, ...]]]) -> list[RunRef]:
     """The order runs start in. First the runs that load the judges' deployments, the suite's
     busiest: the runs with a jury (their judges are the longest chain), each deployment's before
@@ -311,9 +322,9 @@ def schedule(runs: list[RunRef], facts: dict[RunRef, tuple[str, tuple[str, ...]]
 
 
 class SuiteExecution:
-    """Runs of one invocation, started when this is made (a pool thread per active run, at most
-    `parallel`); `outcomes()` yields each outcome as its run ends, up-to-date runs first, without
-    any work. Made before the Dagster run that records the runs (`medhelm-run`), it keeps every
+    """Runs of one invocation, started when this is made (a thread per active run: `parallel`
+    of them, else two per deployment plus one per lane deployment, `lanes`); `outcomes()` yields
+    each outcome as its run ends, up-to-date runs first, without any work. Made before the Dagster run that records the runs (`medhelm-run`), it keeps every
     endpoint busy while Dagster plans that run (`RunControls.started`, taken by its step).
     `datasets`: the runs whose dataset (partition key) is not built yet: each builds it first (the
     first of them; the others wait for it), so runs start before every dataset is built."""
@@ -331,7 +342,7 @@ class SuiteExecution:
         self.reused = [RunOutcome(run, stages=list(self.stages), reused=True) for run in self.runs if run in fresh]
         todo = [r for r in self.runs if r not in fresh]
         self.futures: list = []
-        self._pool: ThreadPoolExecutor | None = None
+        self._lines: RunLines | None = None
         self._scorer = None
         self._held = None
         self._switched = False
@@ -340,6 +351,8 @@ class SuiteExecution:
             return
         facts = _run_facts(ws, todo)
         order = schedule(todo, facts)
+        # Runs at once as asked; else two per deployment, and the lane's runs on threads of their own.
+        lane = [] if parallel or ws.controls.parallel_runs else lane_runs(order, facts)
         parallel = parallel or ws.controls.parallel_runs or default_parallel_runs(facts)
         self._held = ws.store.held()
         self._held.__enter__()
@@ -349,11 +362,31 @@ class SuiteExecution:
             processes = scoring.default_processes()
             if "scores" in self.stages and processes and len(todo) >= scoring.MIN_RUNS:
                 self._scorer = scoring.Scorer(ws, processes)
-            self._pool = ThreadPoolExecutor(max_workers=min(parallel, len(order)), thread_name_prefix="medhelm-run")
+            in_lane = set(lane)
+            general = [r for r in order if r not in in_lane]
+            gate = threading.Event()
+            first_wave = set(general[:parallel])
+            built: set[RunRef] = set()
+
+            def requests_built(run: RunRef) -> None:  # the lane waits for the first jury runs to reach their judges
+                if run in first_wave:
+                    built.add(run)
+                    if len(built) == len(first_wave):
+                        gate.set()
+
             # Each run in a copy of this context: the data-scope root and the current run name are context variables.
-            self.futures = [self._pool.submit(contextvars.copy_context().run, run_one, ws, run, self.stages, i,
-                                              self._scorer, datasets.get(run))
-                            for i, run in enumerate(order)]
+            contexts = {run: contextvars.copy_context() for run in order}
+            position = {run: i for i, run in enumerate(order)}
+
+            def call(run: RunRef) -> RunOutcome:
+                try:
+                    return contexts[run].run(run_one, ws, run, self.stages, position[run], self._scorer,
+                                             datasets.get(run), requests_built)
+                finally:
+                    requests_built(run)
+
+            self._lines = RunLines(general, lane, parallel, len({facts[r][0] for r in lane}), call, gate)
+            self.futures = list(self._lines.futures.values())
         except BaseException:
             self.close()
             raise
@@ -382,11 +415,9 @@ class SuiteExecution:
         if self._closed:
             return
         self._closed = True
-        for f in self.futures:
-            f.cancel()
         try:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
+            if self._lines is not None:
+                self._lines.close()
         finally:
             try:
                 if self._scorer is not None:
