@@ -46,8 +46,13 @@ figures move by +-20% with it), one run each:
 | 100 | 918cdd7 | 31,031 | 286.6 s (215.5 s) | 1.33x |  7.9 s (8.9 s) | 314.8 s, 10.1 (main 8.2) | 1.62 GB, 2.25 GB with the scoring worker |
 | 100 | a0a805a | 31,031 | 293.3 s (215.5 s) | 1.36x |  9.9 s (11.4 s) | 345.3 s, 11.1 (main 9.3) | 1.10 GB, 1.35 GB with the scoring worker |
 
-(The last four rows: the same session, the two trees alternated; a second round at 20 instances gave
-2.09x and 1.86x; the last four, memory: 918cdd7 and a0a805a alternated in a later session.) A rerun with nothing new: 4.8 s (after), 2.6 s (now). "now", 9f2236d, e73d4a5: see
+| 20 | f2d3d12 [16.2] | 6,267 |  64.9 s (44.0 s) | 1.48x |  6.4 s (7.1 s) |  86.2 s, 13.7 (main 12.0) | 0.97 GB, 1.21 GB with the scoring worker |
+| 100 | f2d3d12 [5.5] | 31,031 | 251.7 s (216.5 s) | 1.16x |  8.6 s (9.7 s) | 308.3 s, 9.9 (main 8.1) | 1.12 GB, 1.39 GB with the scoring worker |
+
+(f2d3d12: the lane for the runs without a jury and the collector's freeze; with HELM_VENV at 20
+instances, helm-run --num-threads 8 took 480.0 s, 10.92x the bound, against 71.6 s for medhelm-run.
+The 9f2236d and e73d4a5 rows: the same session, the two trees alternated; a second round at 20
+instances gave 2.09x and 1.86x. The 918cdd7 and a0a805a rows, memory: alternated in a later session.) A rerun with nothing new: 4.8 s (after), 2.6 s (now). "now", 9f2236d, e73d4a5: see
 docs/performance.md. "before": the tree before issue 40's first slice (the Dagster run
 planned every cell of the suite's rectangle, 1,820 events, and materialized its 182 holes before
 the first call; each run parsed every instance of its benchmark).
