@@ -54,7 +54,8 @@ import json, requests
 from datasets import load_dataset
 calc = load_dataset("ncbi/MedCalc-Bench", split="test")
 qa = load_dataset("dvilares/head_qa", "en")
-url = "https://api.github.com/repos/raulista1997/benchmarkdata/contents/mtsamples_processed?ref=ebc104a4f96c5b7602242f301e081e9934a23344"
+url = ("https://api.github.com/repos/raulista1997/benchmarkdata/contents/mtsamples_processed"
+       "?ref=ebc104a4f96c5b7602242f301e081e9934a23344")
 listing = requests.get(url).json()
 print(json.dumps({"calc": len(calc), "splits": sorted(qa), "listing": len(listing), "last": listing[-1]["name"]}))
 """, root)
@@ -75,5 +76,6 @@ def test_without_the_manifest_variable_the_shim_does_nothing(staged):
 def test_spacy_finds_the_stub_english_pipeline_under_the_real_name(staged):
     pytest.importorskip("spacy")
     root, env = staged
-    out = _python(env, "import spacy; nlp = spacy.load('en_core_web_sm'); print([t.text for t in nlp('Take 2 pills.')])", root)
+    out = _python(env, "import spacy; print([t.text for t in spacy.load('en_core_web_sm')('Take 2 pills.')])",
+                  root)
     assert out.strip() == "['Take', '2', 'pills', '.']"

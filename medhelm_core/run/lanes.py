@@ -33,7 +33,8 @@ class RunLines:
         self._gate = gate
         self._closed = False
         workers = [(False, min(general_workers, len(general) + len(lane))), (True, min(lane_workers, len(lane)))]
-        self._threads = [threading.Thread(target=self._work, args=(lane_only,), name=f"{name}-{'lane-' if lane_only else ''}{i}")
+        self._threads = [threading.Thread(target=self._work, args=(lane_only,),
+                                          name=f"{name}-{'lane-' if lane_only else ''}{i}")
                          for lane_only, n in workers for i in range(n)]
         for t in self._threads:
             t.start()

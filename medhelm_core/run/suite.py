@@ -324,8 +324,9 @@ def schedule(runs: list[RunRef], facts: dict[RunRef, tuple[str, tuple[str, ...]]
 class SuiteExecution:
     """Runs of one invocation, started when this is made (a thread per active run: `parallel`
     of them, else two per deployment plus one per lane deployment, `lanes`); `outcomes()` yields
-    each outcome as its run ends, up-to-date runs first, without any work. Made before the Dagster run that records the runs (`medhelm-run`), it keeps every
-    endpoint busy while Dagster plans that run (`RunControls.started`, taken by its step).
+    each outcome as its run ends, up-to-date runs first, without any work. Made before the Dagster
+    run that records the runs (`medhelm-run`), it keeps every endpoint busy while Dagster plans
+    that run (`RunControls.started`, taken by its step).
     `datasets`: the runs whose dataset (partition key) is not built yet: each builds it first (the
     first of them; the others wait for it), so runs start before every dataset is built."""
 
