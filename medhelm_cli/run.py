@@ -4,6 +4,7 @@ path). The confs are expanded once; whether a run is up to date is decided once,
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import warnings
@@ -351,8 +352,6 @@ def _freeze_loaded(collect: bool) -> None:
     once Dagster is loaded) out of the cyclic collector's sight. Each full collection traversed them
     all, about 0.3 s of CPU with the GIL held, every few seconds of a wide suite. `collect` first
     when nothing is running yet; later, with runs going, a collection would be that same pause."""
-    import gc
-
     if collect:
         gc.collect()
     gc.freeze()

@@ -52,10 +52,11 @@ figures move by +-20% with it), one run each:
 (f2d3d12: the lane for the runs without a jury and the collector's freeze; with HELM_VENV at 20
 instances, helm-run --num-threads 8 took 480.0 s, 10.92x the bound, against 71.6 s for medhelm-run.
 The 9f2236d and e73d4a5 rows: the same session, the two trees alternated; a second round at 20
-instances gave 2.09x and 1.86x. The 918cdd7 and a0a805a rows, memory: alternated in a later session.) A rerun with nothing new: 4.8 s (after), 2.6 s (now). "now", 9f2236d, e73d4a5: see
-docs/performance.md. "before": the tree before issue 40's first slice (the Dagster run
-planned every cell of the suite's rectangle, 1,820 events, and materialized its 182 holes before
-the first call; each run parsed every instance of its benchmark).
+instances gave 2.09x and 1.86x. The 918cdd7 and a0a805a rows, memory: alternated in a later session.)
+A rerun with nothing new: 4.8 s (after), 2.6 s (now). "now", 9f2236d, e73d4a5: see docs/performance.md.
+"before": the tree before issue 40's first slice (the Dagster run planned every cell of the suite's
+rectangle, 1,820 events, and materialized its 182 holes before the first call; each run parsed every
+instance of its benchmark).
 
 `--profile`: medhelm-run sampled by py-spy (`pip install py-spy`; on PATH, in the venv, or
 `--py-spy PATH`) in two recordings split at the first request a mock sees: (a) before the first
@@ -195,6 +196,15 @@ def find_py_spy(given: str | None) -> str:
         if cand and Path(cand).exists():
             return cand
     sys.exit("--profile needs py-spy: pip install py-spy (or give --py-spy PATH)")
+
+
+def logged_calls(root: Path, tags: dict[str, str]) -> int:
+    """Requests the mocks have logged so far, all deployments together."""
+    total = 0
+    for tag in tags.values():
+        with (root / f"{tag}.jsonl").open() as f:
+            total += sum(1 for _ in f)
+    return total
 
 
 def first_logged(root: Path, tags: dict[str, str]) -> float | None:
@@ -344,15 +354,14 @@ def main() -> None:
                 start = time.perf_counter()
                 subprocess.run(run, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
                 again = time.perf_counter() - start
-                rerun_calls = sum(len(list((root / f"{tags[n]}.jsonl").open())) for n in names) - \
-                    sum(len(v) for v in logged.values())
+                rerun_calls = logged_calls(root, tags) - sum(len(v) for v in logged.values())
             helm_s = None
             helm_run = Path(os.environ.get("HELM_VENV", "/nonexistent")) / "bin" / "helm-run"
             if helm_run.exists():  # the same suite through HELM 0.5.16, side by side in this run
                 from helm_offline import prepare  # perf/helm_offline.py: HELM offline, as the golden public run
                 helm_env = {**os.environ, **prepare(shared, root, "helm_output", "width-helm")}
                 helm_prod_env(root)
-                calls_before = sum(1 for n in names for _ in (root / f"{tags[n]}.jsonl").open())
+                calls_before = logged_calls(root, tags)
                 start = time.perf_counter()
                 # --num-threads = the deployments' limit: HELM runs one run at a time, so at most that many
                 # requests are in flight, to that run's deployment (and the judges'), never over the limit
@@ -364,7 +373,7 @@ def main() -> None:
                          "--output-path", "helm_output", "--local-path", "work/helm_prod_env"],
                         cwd=root, env=helm_env, stdout=out, stderr=err).returncode
                 helm_s = time.perf_counter() - start
-                helm_calls = sum(1 for n in names for _ in (root / f"{tags[n]}.jsonl").open()) - calls_before
+                helm_calls = logged_calls(root, tags) - calls_before
                 helm_done, helm_error, helm_judge_errors = helm_outcome(root, "helm_output", "width-helm")
         finally:
             for m in mocks:
