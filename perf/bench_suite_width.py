@@ -82,6 +82,8 @@ from pathlib import Path
 
 import yaml
 
+from helm_offline import prepare  # perf/helm_offline.py: HELM offline, as the golden public run
+
 HERE = Path(__file__).resolve().parents[1]
 EXAMPLE_ENV = HERE / "examples" / "prod_env_public_apis"
 JUDGES = HERE / "medhelm_core" / "resources" / "settings" / "judges.yaml"
@@ -358,7 +360,6 @@ def main() -> None:
             helm_s = None
             helm_run = Path(os.environ.get("HELM_VENV", "/nonexistent")) / "bin" / "helm-run"
             if helm_run.exists():  # the same suite through HELM 0.5.16, side by side in this run
-                from helm_offline import prepare  # perf/helm_offline.py: HELM offline, as the golden public run
                 helm_env = {**os.environ, **prepare(shared, root, "helm_output", "width-helm")}
                 helm_prod_env(root)
                 calls_before = logged_calls(root, tags)
